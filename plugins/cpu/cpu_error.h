@@ -1,0 +1,36 @@
+// Errors of the CPU plugin: the accel_error objects the ABI hands to the host, and
+// the guard that keeps C++ exceptions from crossing the boundary.
+#pragma once
+
+#include <accel/backend.h>
+
+#include <string>
+
+namespace accel_cpu {
+
+// A new error the caller owns (released with the table's error_destroy).
+accel_error* make_error(accel_status_code code, std::string message);
+
+// The message of an error we created; for composing wrapped messages.
+const char* error_message(const accel_error* error);
+accel_status_code error_code(const accel_error* error);
+
+// Table entries for the error group.
+accel_status_code error_get_code(const accel_error* error);
+const char* error_get_message(const accel_error* error);
+void error_destroy(accel_error* error);
+
+// Runs body() and turns any exception into an INTERNAL error naming `call`: every
+// table entry goes through this, so nothing throws across the C ABI.
+template <class Body>
+accel_error* guarded(const char* call, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return make_error(ACCEL_STATUS_INTERNAL, std::string(call) + ": " + e.what());
+  } catch (...) {
+    return make_error(ACCEL_STATUS_INTERNAL, std::string(call) + ": unknown exception");
+  }
+}
+
+}  // namespace accel_cpu
