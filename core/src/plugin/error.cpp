@@ -1,0 +1,35 @@
+// BackendError: one line that names the plugin, the call, the code and the message.
+#include "accel/error.hpp"
+
+namespace accel {
+
+std::string status_code_name(accel_status_code code) {
+  switch (code) {
+    case ACCEL_STATUS_OK: return "OK";
+    case ACCEL_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case ACCEL_STATUS_UNAVAILABLE: return "UNAVAILABLE";
+    case ACCEL_STATUS_UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case ACCEL_STATUS_TIMEOUT: return "TIMEOUT";
+    case ACCEL_STATUS_ABORTED: return "ABORTED";
+    case ACCEL_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case ACCEL_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case ACCEL_STATUS_INTERNAL: return "INTERNAL";
+  }
+  return "STATUS_" + std::to_string(static_cast<int>(code));
+}
+
+static std::string describe(const std::string& plugin, const std::string& call,
+                            accel_status_code code, const std::string& message) {
+  return "backend '" + plugin + "': " + call + " failed (" + status_code_name(code) +
+         "): " + message;
+}
+
+BackendError::BackendError(std::string plugin, std::string call, accel_status_code code,
+                           std::string message)
+    : std::runtime_error(describe(plugin, call, code, message)),
+      plugin_(std::move(plugin)),
+      call_(std::move(call)),
+      code_(code),
+      message_(std::move(message)) {}
+
+}  // namespace accel
