@@ -34,6 +34,10 @@ accel_error* event_query(accel_event* event, bool* done);
 accel_error* event_synchronize(accel_event* event);
 accel_error* event_elapsed_ms(accel_event* start, accel_event* end, double* milliseconds);
 
+// Waits until every live stream has finished the work enqueued so far, leaving
+// their errors for stream_synchronize (device_synchronize).
+void streams_wait_all();
+
 // Joins every stream thread still alive (shutdown).
 void streams_shutdown();
 

@@ -1,0 +1,21 @@
+// The info and device groups of the CPU plugin: one device, index 0, whose facts come
+// from the OS (/proc on Linux; 0, meaning "unknown", where the OS does not tell).
+#pragma once
+
+#include <accel/backend.h>
+
+namespace accel_cpu {
+
+// Table entries (see backend.h for the contract of each).
+accel_error* info_get(accel_backend_info* out);
+accel_error* device_get_availability(accel_device_availability* out);
+accel_error* device_get_count(int32_t* count);
+accel_error* device_set_current(int32_t device);
+accel_error* device_get_current(int32_t* device);
+accel_error* device_synchronize(int32_t device);
+accel_error* device_get_properties(int32_t device, accel_device_properties* out);
+accel_error* device_get_memory_stats(int32_t device, accel_memory_stats* out);
+accel_error* device_empty_cache(int32_t device);
+accel_error* device_manual_seed(int32_t device, uint64_t seed);
+
+}  // namespace accel_cpu
