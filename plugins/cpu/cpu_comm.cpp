@@ -1,28 +1,660 @@
-// Placeholder until the gloo collectives land: every entry answers UNIMPLEMENTED.
+// Collectives of the CPU plugin on gloo's TCP transport.
+//
+// A communicator is one gloo context (a full mesh of TCP pairs) built through the
+// host's key-value store. Each operation validates its arguments on the caller's
+// thread, takes the next tag (so every rank numbers its operations alike), and runs
+// on the caller's stream through stream_enqueue. gloo reports failures as
+// exceptions; run_op turns them into TIMEOUT, ABORTED or UNAVAILABLE errors that
+// name the operation, the timeout and the rank.
+//
+// Abort: gloo has no public call to fail the operations blocked on a context, but
+// its TCP pairs do it themselves on an application timeout (Pair::
+// signalExceptionExternal: every pending buffer of the pair is woken with an
+// IoException and the socket is closed). comm_abort calls that on every pair, from
+// any thread, through a derived-class member pointer (the function is protected).
 #include "cpu_comm.h"
 
+#include "cpu_comm_store.h"
 #include "cpu_error.h"
+#include "cpu_reduce.h"
+#include "cpu_stream.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace accel_cpu {
+namespace detail {
+
+// Reaches tcp::Pair::signalExceptionExternal (protected): naming the member
+// through a derived class is what the language allows for protected members.
+struct PairAccess : gloo::transport::tcp::Pair {
+  static void signal(gloo::transport::Pair& pair, const std::string& message) {
+    auto& tcp_pair = static_cast<gloo::transport::tcp::Pair&>(pair);
+    (tcp_pair.*(&PairAccess::signalExceptionExternal))(message);
+  }
+};
+
+// gloo's rendezvous context, plus failing every pending operation on its pairs.
+class GlooContext : public gloo::rendezvous::Context {
+ public:
+  using gloo::rendezvous::Context::Context;
+
+  // Thread-safe: each pair takes its own lock; a pair already failed is skipped.
+  void fail_all_pairs(const std::string& message) {
+    if (!transportContext_) return;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      auto& pair = transportContext_->getPair(peer);
+      if (pair) PairAccess::signal(*pair, message);
+    }
+  }
+};
+
+}  // namespace detail
+}  // namespace accel_cpu
+
+// The opaque handle of backend.h.
+struct accel_comm {
+  int32_t rank = 0;
+  int32_t world = 1;
+  int64_t timeout_ms = 0;
+  gloo::AllreduceOptions::Algorithm algorithm = gloo::AllreduceOptions::Algorithm::UNSPECIFIED;
+  std::unique_ptr<accel_cpu::KvStore> store;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<accel_cpu::detail::GlooContext> context;
+  std::atomic<bool> aborted{false};
+  uint32_t next_tag = 0;  // taken on the caller's thread: calls are serialised
+
+  std::mutex mutex;  // guards everything below
+  std::condition_variable idle;
+  int outstanding = 0;
+  accel_status_code failed_code = ACCEL_STATUS_OK;  // first failure of any operation
+  std::string failed_message;
+  accel_status_code async_code = ACCEL_STATUS_OK;  // first failure of stream work
+  std::string async_message;
+};
 
 namespace accel_cpu {
 namespace {
-accel_error* unimplemented(const char* call) {
-  return make_error(ACCEL_STATUS_UNIMPLEMENTED, std::string(call) + ": not implemented yet");
+
+using Clock = std::chrono::steady_clock;
+using Body = std::function<void(accel_comm* comm, uint32_t tag)>;
+
+constexpr int64_t kDefaultTimeoutMs = 30 * 60 * 1000;  // c10d's default
+constexpr uint8_t kP2PSlotPrefix = 0x40;           // beyond gloo's own prefixes
+constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
+
+std::mutex g_live_mutex;
+std::set<accel_comm*> g_live;
+
+std::string where(const accel_comm* comm) {
+  return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
 }
+
+std::chrono::milliseconds timeout_of(const accel_comm* comm) {
+  return std::chrono::milliseconds(comm->timeout_ms);
+}
+
+accel_error* invalid(const std::string& message) {
+  return make_error(ACCEL_STATUS_INVALID_ARGUMENT, message);
+}
+
+bool contains(const std::string& text, const char* needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+// ------------------------------------------------------------ running ops
+
+// The error for a gloo exception thrown by operation `name`.
+accel_error* translate(accel_comm* comm, const char* name, const std::string& what, bool io) {
+  if (comm->aborted.load()) {
+    return make_error(ACCEL_STATUS_ABORTED,
+                      std::string(name) + " aborted: comm_abort was called " + where(comm));
+  }
+  if (io && (contains(what, "Timed out") || contains(what, "timeout"))) {
+    return make_error(ACCEL_STATUS_TIMEOUT, std::string(name) + " timed out after " +
+                                                std::to_string(comm->timeout_ms) +
+                                                " ms waiting for peers " + where(comm));
+  }
+  if (io) {
+    return make_error(ACCEL_STATUS_UNAVAILABLE, std::string(name) +
+                                                    " failed: lost the connection to a peer " +
+                                                    where(comm) + ": " + what);
+  }
+  return make_error(ACCEL_STATUS_INTERNAL,
+                    std::string(name) + " failed in gloo " + where(comm) + ": " + what);
+}
+
+void remember_failure(accel_comm* comm, const accel_error* error, bool async) {
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  if (comm->failed_code == ACCEL_STATUS_OK) {
+    comm->failed_code = error_code(error);
+    comm->failed_message = error_message(error);
+  }
+  if (async && comm->async_code == ACCEL_STATUS_OK) {
+    comm->async_code = error_code(error);
+    comm->async_message = error_message(error);
+  }
+}
+
+// Runs body unless the communicator is aborted or broken; a gloo failure leaves
+// the mesh closed, so it breaks the communicator for every later operation.
+accel_error* run_op(accel_comm* comm, const char* name, uint32_t tag, const Body& body) {
+  if (comm->aborted.load()) {
+    return make_error(ACCEL_STATUS_ABORTED, std::string(name) +
+                                                ": the communicator was aborted " + where(comm));
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (comm->failed_code != ACCEL_STATUS_OK) {
+      return make_error(comm->failed_code, std::string(name) +
+                                               ": the communicator is unusable after an "
+                                               "earlier failure: " + comm->failed_message);
+    }
+  }
+  try {
+    body(comm, tag);
+    return nullptr;
+  } catch (const gloo::IoException& e) {
+    return translate(comm, name, e.what(), true);
+  } catch (const std::exception& e) {
+    return translate(comm, name, e.what(), false);
+  }
+}
+
+void finish_one(accel_comm* comm) {
+  std::lock_guard<std::mutex> lock(comm->mutex);
+  if (--comm->outstanding == 0) comm->idle.notify_all();
+}
+
+// Enqueues body on stream (NULL: runs it now). Collectives take the next tag;
+// send and recv do not (only two ranks take part), so pass collective = false.
+accel_error* submit(accel_comm* comm, accel_stream* stream, const char* name, Body body,
+                    bool collective = true) {
+  if (comm->aborted.load()) {
+    return make_error(ACCEL_STATUS_ABORTED, std::string(name) +
+                                                ": the communicator was aborted " + where(comm));
+  }
+  const uint32_t tag = collective ? comm->next_tag++ : 0;
+  {
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    ++comm->outstanding;
+  }
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  const bool async = stream != nullptr;
+  accel_error* error = stream_enqueue(stream, [comm, name, tag, body = std::move(body), started,
+                                               async]() -> accel_error* {
+    started->store(true);
+    accel_error* failure = run_op(comm, name, tag, body);
+    if (failure != nullptr) remember_failure(comm, failure, async);
+    finish_one(comm);
+    return failure;
+  });
+  if (error != nullptr && async && !started->load()) finish_one(comm);  // never enqueued
+  return error;
+}
+
+// --------------------------------------------------------- the algorithms
+
+// gloo sizes its segments by sizeof(T): an unsigned type of the element's width.
+template <class T>
+void gloo_all_reduce(accel_comm* comm, uint32_t tag, void* send, void* recv, size_t count,
+                     ReduceFn fn) {
+  gloo::AllreduceOptions opts(comm->context);
+  if (send != recv) opts.setInput(static_cast<T*>(send), count);
+  opts.setOutput(static_cast<T*>(recv), count);
+  opts.setReduceFunction(fn);
+  opts.setAlgorithm(comm->algorithm);
+  opts.setTag(tag);
+  opts.setTimeout(timeout_of(comm));
+  gloo::allreduce(opts);
+}
+
+void all_reduce_bytes(accel_comm* comm, uint32_t tag, void* send, void* recv, size_t count,
+                      size_t element_size, ReduceFn fn) {
+  switch (element_size) {
+    case 1: return gloo_all_reduce<uint8_t>(comm, tag, send, recv, count, fn);
+    case 2: return gloo_all_reduce<uint16_t>(comm, tag, send, recv, count, fn);
+    case 4: return gloo_all_reduce<uint32_t>(comm, tag, send, recv, count, fn);
+    default: return gloo_all_reduce<uint64_t>(comm, tag, send, recv, count, fn);
+  }
+}
+
+// Ring reduce-scatter on unbound buffers (this gloo has none of its own): in step
+// s, rank r passes its running sum of chunk r-s-1 to r+1 and adds its own part of
+// chunk r-s-2, received from r-1; after world-1 steps it holds all of chunk r.
+void ring_reduce_scatter(accel_comm* comm, uint32_t tag, const char* send, void* recv,
+                         size_t count, size_t element_size, ReduceFn fn) {
+  const int n = comm->world;
+  const int r = comm->rank;
+  const size_t bytes = count * element_size;
+  auto chunk = [&](int index) { return send + static_cast<size_t>(((index % n) + n) % n) * bytes; };
+  if (n == 1) {
+    if (recv != send) std::memmove(recv, send, bytes);
+    return;
+  }
+  std::vector<char> tx_mem(chunk(r - 1), chunk(r - 1) + bytes);
+  std::vector<char> rx_mem(bytes);
+  auto tx = comm->context->createUnboundBuffer(tx_mem.data(), bytes);
+  auto rx = comm->context->createUnboundBuffer(rx_mem.data(), bytes);
+  const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, tag);
+  for (int step = 0; step < n - 1; ++step) {
+    rx->recv((r + n - 1) % n, slot);
+    tx->send((r + 1) % n, slot);
+    rx->waitRecv(timeout_of(comm));
+    tx->waitSend(timeout_of(comm));
+    void* into = step == n - 2 ? recv : static_cast<void*>(tx_mem.data());
+    fn(into, rx_mem.data(), chunk(r - step - 2), count);
+  }
+}
+
+// ------------------------------------------------------------- validation
+
+bool valid_dtype(accel_dtype dtype) { return dtype_size(dtype) != 0; }
+
+// Checks a buffer named args-><field>; NULL when fine.
+accel_error* check_buffer(const accel_buffer& buffer, const char* field) {
+  const std::string name = std::string("args->") + field;
+  if (buffer.struct_size < ACCEL_BUFFER_STRUCT_SIZE) {
+    return invalid(name + ".struct_size is " + std::to_string(buffer.struct_size) +
+                   ", expected at least " + std::to_string(ACCEL_BUFFER_STRUCT_SIZE));
+  }
+  if (!valid_dtype(buffer.dtype)) {
+    return invalid(name + ".dtype " + std::to_string(static_cast<int>(buffer.dtype)) +
+                   " is not a known accel_dtype");
+  }
+  if (buffer.data == nullptr && buffer.count > 0) {
+    return invalid(name + ".data is NULL with count " + std::to_string(buffer.count));
+  }
+  return nullptr;
+}
+
+accel_error* check_args(const accel_collective_args* args, const char* call) {
+  if (args == nullptr) return invalid(std::string(call) + ": args is NULL");
+  if (args->struct_size < ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE) {
+    return invalid(std::string(call) + ": args->struct_size is " +
+                   std::to_string(args->struct_size) + ", expected at least " +
+                   std::to_string(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE));
+  }
+  if (args->comm == nullptr) return invalid(std::string(call) + ": args->comm is NULL");
+  return nullptr;
+}
+
+accel_error* with_call(const char* call, accel_error* error) {
+  if (error == nullptr) return nullptr;
+  accel_error* wrapped = make_error(error_code(error), std::string(call) + ": " + error_message(error));
+  error_destroy(error);
+  return wrapped;
+}
+
+accel_error* check_same_dtype(const accel_collective_args* args) {
+  if (args->send.dtype == args->recv.dtype) return nullptr;
+  return invalid(std::string("args->recv.dtype ") + dtype_name(args->recv.dtype) +
+                 " differs from args->send.dtype " + dtype_name(args->send.dtype));
+}
+
+accel_error* check_count(const char* field, size_t actual, size_t expected, const char* rule) {
+  if (actual == expected) return nullptr;
+  return invalid(std::string("args->") + field + " is " + std::to_string(actual) +
+                 ", expected " + std::to_string(expected) + " (" + rule + ")");
+}
+
+// The reduction for args->op over args->send.dtype, or an error naming args->op.
+accel_error* pick_reduction(const accel_collective_args* args, ReduceFn* fn) {
+  *fn = reduce_function(args->send.dtype, args->op);
+  if (*fn != nullptr) return nullptr;
+  if (static_cast<int>(args->op) < 0 || static_cast<int>(args->op) > ACCEL_REDUCE_PROD) {
+    return invalid("args->op " + std::to_string(static_cast<int>(args->op)) +
+                   " is not a known accel_reduce_op");
+  }
+  return invalid(std::string("args->op ") + reduce_op_name(args->op) +
+                 " is not supported for dtype " + dtype_name(args->send.dtype));
+}
+
+accel_error* check_rank_field(const char* field, int32_t value, const accel_comm* comm) {
+  if (value >= 0 && value < comm->world) return nullptr;
+  return invalid(std::string("args->") + field + " is " + std::to_string(value) +
+                 ", outside 0.." + std::to_string(comm->world - 1));
+}
+
+// ------------------------------------------------------------ comm_create
+
+accel_error* check_create_args(const accel_comm_create_args* args) {
+  if (args == nullptr) return invalid("comm_create: args is NULL");
+  if (args->struct_size < ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE) {
+    return invalid("comm_create: args->struct_size is " + std::to_string(args->struct_size) +
+                   ", expected at least " + std::to_string(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE));
+  }
+  if (args->world_size < 1) {
+    return invalid("comm_create: args->world_size is " + std::to_string(args->world_size) +
+                   ", expected at least 1");
+  }
+  if (args->rank < 0 || args->rank >= args->world_size) {
+    return invalid("comm_create: args->rank is " + std::to_string(args->rank) +
+                   ", outside 0.." + std::to_string(args->world_size - 1));
+  }
+  const accel_kv_store* store = args->store;
+  if (store == nullptr) return invalid("comm_create: args->store is NULL");
+  if (store->struct_size < ACCEL_KV_STORE_STRUCT_SIZE || store->set == nullptr ||
+      store->get == nullptr) {
+    return invalid("comm_create: args->store is incomplete (struct_size, set or get)");
+  }
+  if (args->num_options > 0 && args->options == nullptr) {
+    return invalid("comm_create: args->options is NULL with num_options " +
+                   std::to_string(args->num_options));
+  }
+  return nullptr;
+}
+
+// Options: allreduce_algorithm = ring | bcube (default: gloo's choice, ring).
+accel_error* apply_options(const accel_comm_create_args* args, accel_comm* comm) {
+  for (size_t i = 0; i < args->num_options; ++i) {
+    const accel_option& option = args->options[i];
+    if (option.key == nullptr || option.value == nullptr) continue;
+    if (std::strcmp(option.key, "allreduce_algorithm") != 0) continue;
+    const std::string value = option.value;
+    if (value == "ring") {
+      comm->algorithm = gloo::AllreduceOptions::Algorithm::RING;
+    } else if (value == "bcube") {
+      comm->algorithm = gloo::AllreduceOptions::Algorithm::BCUBE;
+    } else {
+      return invalid("comm_create: option allreduce_algorithm is '" + value +
+                     "', expected ring or bcube");
+    }
+  }
+  return nullptr;
+}
+
+std::string attr_text(const gloo::transport::tcp::attr& attr) {
+  return attr.iface.empty() ? attr.hostname : "interface " + attr.iface;
+}
+
+// Builds the TCP device and the full mesh. Throws; comm_create translates.
+void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
+  const gloo::transport::tcp::attr attr = comm_bind_attr(args->bind_address);
+  try {
+    comm->device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw StoreError(ACCEL_STATUS_UNAVAILABLE,
+                     "cannot listen on " + attr_text(attr) + " for gloo's TCP transport: " + e.what());
+  }
+  comm->context = std::make_shared<detail::GlooContext>(comm->rank, comm->world);
+  comm->context->setTimeout(timeout_of(comm));
+  comm->context->connectFullMesh(*comm->store, comm->device);
+}
+
 }  // namespace
 
-accel_error* comm_create(accel_comm_create_args*) { return unimplemented("comm_create"); }
-accel_error* comm_destroy(accel_comm*) { return nullptr; }
-accel_error* comm_abort(accel_comm*) { return nullptr; }
-accel_error* comm_get_async_error(accel_comm*) { return nullptr; }
-accel_error* comm_all_reduce(const accel_collective_args*) { return unimplemented("all_reduce"); }
-accel_error* comm_broadcast(const accel_collective_args*) { return unimplemented("broadcast"); }
-accel_error* comm_all_gather(const accel_collective_args*) { return unimplemented("all_gather"); }
-accel_error* comm_reduce_scatter(const accel_collective_args*) {
-  return unimplemented("reduce_scatter");
+accel_error* comm_create(accel_comm_create_args* args) {
+  return guarded("comm_create", [&]() -> accel_error* {
+    if (accel_error* error = check_create_args(args)) return error;
+    auto comm = std::make_unique<accel_comm>();
+    comm->rank = args->rank;
+    comm->world = args->world_size;
+    comm->timeout_ms = args->timeout_ms > 0 ? args->timeout_ms : kDefaultTimeoutMs;
+    if (accel_error* error = apply_options(args, comm.get())) return error;
+    comm->store = std::make_unique<KvStore>(args->store, comm->timeout_ms);
+    try {
+      connect_mesh(comm.get(), args);
+    } catch (const StoreError& e) {
+      const bool timeout = e.code() == ACCEL_STATUS_TIMEOUT;
+      return make_error(e.code(), std::string("comm_create ") +
+                                      (timeout ? "timed out " : "failed ") + where(comm.get()) +
+                                      ": " + e.what());
+    } catch (const gloo::IoException& e) {
+      const std::string what = e.what();
+      const bool timeout = contains(what, "timeout") || contains(what, "Timed out");
+      return make_error(timeout ? ACCEL_STATUS_TIMEOUT : ACCEL_STATUS_UNAVAILABLE,
+                        std::string("comm_create ") +
+                            (timeout ? "timed out after " + std::to_string(comm->timeout_ms) +
+                                           " ms connecting to peers "
+                                     : std::string("failed connecting to peers ")) +
+                            where(comm.get()) + ": " + what);
+    } catch (const std::exception& e) {
+      return make_error(ACCEL_STATUS_UNAVAILABLE,
+                        "comm_create failed " + where(comm.get()) + ": " + e.what());
+    }
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    g_live.insert(comm.get());
+    args->comm = comm.release();
+    return nullptr;
+  });
 }
-accel_error* comm_barrier(const accel_collective_args*) { return unimplemented("barrier"); }
-accel_error* comm_send(const accel_collective_args*) { return unimplemented("send"); }
-accel_error* comm_recv(const accel_collective_args*) { return unimplemented("recv"); }
-void comms_shutdown() {}
+
+accel_error* comm_destroy(accel_comm* comm) {
+  return guarded("comm_destroy", [&]() -> accel_error* {
+    if (comm == nullptr) return nullptr;
+    {
+      std::unique_lock<std::mutex> lock(comm->mutex);
+      comm->idle.wait(lock, [&] { return comm->outstanding == 0; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      g_live.erase(comm);
+    }
+    delete comm;  // closes the pairs, then the device joins its loop thread
+    return nullptr;
+  });
+}
+
+accel_error* comm_abort(accel_comm* comm) {
+  return guarded("comm_abort", [&]() -> accel_error* {
+    if (comm == nullptr) return invalid("comm_abort: comm is NULL");
+    if (comm->aborted.exchange(true)) return nullptr;  // idempotent
+    comm->context->fail_all_pairs("accelrun: communicator aborted (comm_abort)");
+    return nullptr;
+  });
+}
+
+accel_error* comm_get_async_error(accel_comm* comm) {
+  return guarded("comm_get_async_error", [&]() -> accel_error* {
+    if (comm == nullptr) return invalid("comm_get_async_error: comm is NULL");
+    std::lock_guard<std::mutex> lock(comm->mutex);
+    if (comm->async_code == ACCEL_STATUS_OK) return nullptr;
+    return make_error(comm->async_code, comm->async_message);
+  });
+}
+
+accel_error* comm_all_reduce(const accel_collective_args* args) {
+  return guarded("comm_all_reduce", [&]() -> accel_error* {
+    const char* call = "all_reduce";
+    if (accel_error* error = check_args(args, call)) return error;
+    accel_comm* comm = args->comm;
+    ReduceFn fn = nullptr;
+    accel_error* error = check_buffer(args->send, "send");
+    if (!error) error = check_buffer(args->recv, "recv");
+    if (!error) error = check_same_dtype(args);
+    if (!error) error = check_count("recv.count", args->recv.count, args->send.count, "send.count");
+    if (!error) error = pick_reduction(args, &fn);
+    if (error) return with_call(call, error);
+    void* send = args->send.data;
+    void* recv = args->recv.data;
+    const size_t count = args->send.count;
+    const accel_dtype dtype = args->send.dtype;
+    const bool average = args->op == ACCEL_REDUCE_AVG;
+    return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t tag) {
+      if (count == 0) return;
+      all_reduce_bytes(c, tag, send, recv, count, dtype_size(dtype), fn);
+      if (average) divide_by(recv, count, dtype, c->world);
+    });
+  });
+}
+
+accel_error* comm_broadcast(const accel_collective_args* args) {
+  return guarded("comm_broadcast", [&]() -> accel_error* {
+    const char* call = "broadcast";
+    if (accel_error* error = check_args(args, call)) return error;
+    accel_comm* comm = args->comm;
+    const bool is_root = args->root == comm->rank;
+    accel_error* error = check_rank_field("root", args->root, comm);
+    if (!error) error = check_buffer(args->recv, "recv");
+    if (!error && is_root) error = check_buffer(args->send, "send");
+    if (!error && is_root) error = check_same_dtype(args);
+    if (!error && is_root) {
+      error = check_count("recv.count", args->recv.count, args->send.count, "send.count");
+    }
+    if (error) return with_call(call, error);
+    void* send = is_root ? args->send.data : nullptr;
+    void* recv = args->recv.data;
+    const size_t bytes = args->recv.count * dtype_size(args->recv.dtype);
+    const int root = args->root;
+    return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t tag) {
+      if (bytes == 0) return;
+      gloo::BroadcastOptions opts(c->context);
+      if (send != nullptr && send != recv) opts.setInput(static_cast<uint8_t*>(send), bytes);
+      opts.setOutput(static_cast<uint8_t*>(recv), bytes);
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_of(c));
+      gloo::broadcast(opts);
+    });
+  });
+}
+
+accel_error* comm_all_gather(const accel_collective_args* args) {
+  return guarded("comm_all_gather", [&]() -> accel_error* {
+    const char* call = "all_gather";
+    if (accel_error* error = check_args(args, call)) return error;
+    accel_comm* comm = args->comm;
+    accel_error* error = check_buffer(args->send, "send");
+    if (!error) error = check_buffer(args->recv, "recv");
+    if (!error) error = check_same_dtype(args);
+    if (!error) {
+      error = check_count("recv.count", args->recv.count,
+                          args->send.count * static_cast<size_t>(comm->world),
+                          "world_size * send.count");
+    }
+    if (error) return with_call(call, error);
+    const size_t chunk = args->send.count * dtype_size(args->send.dtype);
+    uint8_t* send = static_cast<uint8_t*>(args->send.data);
+    uint8_t* recv = static_cast<uint8_t*>(args->recv.data);
+    return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t tag) {
+      if (chunk == 0) return;
+      gloo::AllgatherOptions opts(c->context);
+      // In place when send is this rank's slice of recv: gloo then skips the copy.
+      if (send != recv + static_cast<size_t>(c->rank) * chunk) opts.setInput(send, chunk);
+      opts.setOutput(recv, chunk * static_cast<size_t>(c->world));
+      opts.setTag(tag);
+      opts.setTimeout(timeout_of(c));
+      gloo::allgather(opts);
+    });
+  });
+}
+
+accel_error* comm_reduce_scatter(const accel_collective_args* args) {
+  return guarded("comm_reduce_scatter", [&]() -> accel_error* {
+    const char* call = "reduce_scatter";
+    if (accel_error* error = check_args(args, call)) return error;
+    accel_comm* comm = args->comm;
+    ReduceFn fn = nullptr;
+    accel_error* error = check_buffer(args->send, "send");
+    if (!error) error = check_buffer(args->recv, "recv");
+    if (!error) error = check_same_dtype(args);
+    if (!error) {
+      error = check_count("send.count", args->send.count,
+                          args->recv.count * static_cast<size_t>(comm->world),
+                          "world_size * recv.count");
+    }
+    if (!error) error = pick_reduction(args, &fn);
+    if (error) return with_call(call, error);
+    const char* send = static_cast<const char*>(args->send.data);
+    void* recv = args->recv.data;
+    const size_t count = args->recv.count;
+    const accel_dtype dtype = args->recv.dtype;
+    const bool average = args->op == ACCEL_REDUCE_AVG;
+    return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t tag) {
+      if (count == 0) return;
+      ring_reduce_scatter(c, tag, send, recv, count, dtype_size(dtype), fn);
+      if (average) divide_by(recv, count, dtype, c->world);
+    });
+  });
+}
+
+accel_error* comm_barrier(const accel_collective_args* args) {
+  return guarded("comm_barrier", [&]() -> accel_error* {
+    if (accel_error* error = check_args(args, "barrier")) return error;
+    return submit(args->comm, args->stream, "barrier", [](accel_comm* c, uint32_t tag) {
+      gloo::BarrierOptions opts(c->context);
+      opts.setTag(tag);
+      opts.setTimeout(timeout_of(c));
+      gloo::barrier(opts);
+    });
+  });
+}
+
+namespace {
+
+// send and recv: one unbound buffer on slot (p2p prefix, user tag); gloo matches
+// them in order per (pair, slot).
+accel_error* point_to_point(const accel_collective_args* args, bool sending) {
+  const char* call = sending ? "send" : "recv";
+  if (accel_error* error = check_args(args, call)) return error;
+  accel_comm* comm = args->comm;
+  const accel_buffer& buffer = sending ? args->send : args->recv;
+  accel_error* error = check_buffer(buffer, sending ? "send" : "recv");
+  if (!error) error = check_rank_field("peer", args->peer, comm);
+  if (!error && args->peer == comm->rank) {
+    error = invalid("args->peer is this process's own rank " + std::to_string(comm->rank));
+  }
+  if (error) return with_call(call, error);
+  void* data = buffer.data;
+  const size_t bytes = buffer.count * dtype_size(buffer.dtype);
+  const int peer = args->peer;
+  const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(args->tag));
+  return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t) {
+    if (bytes == 0) return;
+    auto unbound = c->context->createUnboundBuffer(data, bytes);
+    if (sending) {
+      unbound->send(peer, slot);
+      unbound->waitSend(timeout_of(c));
+    } else {
+      unbound->recv(peer, slot);
+      unbound->waitRecv(timeout_of(c));
+    }
+  }, /*collective=*/false);
+}
+
+}  // namespace
+
+accel_error* comm_send(const accel_collective_args* args) {
+  return guarded("comm_send", [&] { return point_to_point(args, true); });
+}
+
+accel_error* comm_recv(const accel_collective_args* args) {
+  return guarded("comm_recv", [&] { return point_to_point(args, false); });
+}
+
+void comms_shutdown() {
+  std::vector<accel_comm*> live;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    live.assign(g_live.begin(), g_live.end());
+  }
+  for (accel_comm* comm : live) {
+    accel_error* error = comm_abort(comm);  // fail fast what still waits for peers
+    if (error != nullptr) error_destroy(error);
+    error = comm_destroy(comm);
+    if (error != nullptr) error_destroy(error);
+  }
+}
 
 }  // namespace accel_cpu
