@@ -20,7 +20,14 @@ function(accel_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   if(NOT APPLE)
-    target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,--exclude-libs,ALL)
+    # The version script exports the entry symbol alone: without it, weak and
+    # STB_GNU_UNIQUE template symbols leak out, and a unique symbol keeps dlclose
+    # from ever unloading the plugin.
+    set(version_script "${CMAKE_CURRENT_BINARY_DIR}/${target}.map")
+    file(WRITE "${version_script}" "{ global: accel_backend_get_api; local: *; };\n")
+    target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,--exclude-libs,ALL
+      "-Wl,--version-script=${version_script}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${version_script}")
   endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")

@@ -45,4 +45,20 @@ void error_destroy(accel_error* error) {
   if (error != out_of_memory_error()) delete error;
 }
 
+accel_error* internal_error(const char* call, const char* what) noexcept {
+  try {
+    return make_error(ACCEL_STATUS_INTERNAL, std::string(call) + ": " + what);
+  } catch (...) {
+    return out_of_memory_error();
+  }
+}
+
+accel_error* error_create(accel_status_code code, const char* message) {
+  try {
+    return make_error(code, message == nullptr ? "" : message);
+  } catch (...) {  // std::string's copy of message can throw bad_alloc
+    return out_of_memory_error();
+  }
+}
+
 }  // namespace accel_cpu

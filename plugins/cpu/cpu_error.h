@@ -4,6 +4,7 @@
 
 #include <accel/backend.h>
 
+#include <exception>
 #include <string>
 
 namespace accel_cpu {
@@ -19,17 +20,21 @@ accel_status_code error_code(const accel_error* error);
 accel_status_code error_get_code(const accel_error* error);
 const char* error_get_message(const accel_error* error);
 void error_destroy(accel_error* error);
+accel_error* error_create(accel_status_code code, const char* message);
 
 // Runs body() and turns any exception into an INTERNAL error naming `call`: every
 // table entry goes through this, so nothing throws across the C ABI.
+// An INTERNAL error "<call>: <what>"; never throws (falls back to "out of memory").
+accel_error* internal_error(const char* call, const char* what) noexcept;
+
 template <class Body>
 accel_error* guarded(const char* call, Body&& body) noexcept {
   try {
     return body();
   } catch (const std::exception& e) {
-    return make_error(ACCEL_STATUS_INTERNAL, std::string(call) + ": " + e.what());
+    return internal_error(call, e.what());
   } catch (...) {
-    return make_error(ACCEL_STATUS_INTERNAL, std::string(call) + ": unknown exception");
+    return internal_error(call, "unknown exception");
   }
 }
 

@@ -64,6 +64,7 @@ const accel_backend_api kApi = {
     /* .error_get_code = */ error_get_code,
     /* .error_get_message = */ error_get_message,
     /* .error_destroy = */ error_destroy,
+    /* .error_create = */ error_create,
     /* .init = */ init,
     /* .shutdown = */ shutdown,
     /* .info_get = */ info_get,

@@ -11,8 +11,7 @@
 namespace accel_cpu {
 
 // Work for a stream. Returning non-NULL fails the stream: later tasks still run
-// (in order) unless they check stream_failed, and the first error is reported by
-// stream_synchronize.
+// (in order), and the first error is reported by stream_synchronize.
 using Task = std::function<accel_error*()>;
 
 // Enqueues task on stream (NULL stream: runs it now on the caller's thread and

@@ -25,9 +25,9 @@ static_assert(ACCEL_MEMORY_STATS_STRUCT_SIZE == 48);
 static_assert(ACCEL_PRECISION_QUERY_STRUCT_SIZE == 48);
 static_assert(ACCEL_BUFFER_STRUCT_SIZE == 32);
 static_assert(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE == 80);
-static_assert(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE == 100);
+static_assert(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE == 104);
 static_assert(ACCEL_INIT_ARGS_STRUCT_SIZE == 24);
-static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_0 == 16 + 45 * sizeof(void*));
+static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_0 == 16 + 41 * sizeof(void*));
 #endif
 
 namespace {

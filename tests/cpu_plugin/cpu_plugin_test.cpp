@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -228,6 +229,19 @@ TEST(CpuPluginDependencies, LinksNoLibTorch) {
   EXPECT_EQ(output.find("libtorch"), std::string::npos) << output;
   EXPECT_EQ(output.find("libc10"), std::string::npos) << output;
   EXPECT_EQ(output.find("not found"), std::string::npos) << output;
+}
+
+// Rule 1 of the ABI: the entry symbol is the only export (accel_add_plugin's version
+// script). A leaked STB_GNU_UNIQUE symbol would also keep dlclose from unloading it.
+TEST(CpuPluginDependencies, ExportsOnlyTheEntrySymbol) {
+  int status = -1;
+  run("command -v nm >/dev/null 2>&1", &status);
+  if (status != 0) GTEST_SKIP() << "nm is not installed; cannot list the plugin's exports";
+  const std::string output =
+      run(std::string("nm -D --defined-only '") + ACCEL_CPU_PLUGIN_PATH + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find(" T accel_backend_get_api"), std::string::npos) << output;
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 }
 
 }  // namespace

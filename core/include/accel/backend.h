@@ -359,6 +359,10 @@ typedef struct accel_backend_api {
   /* Owned by the error; valid until error_destroy. Never NULL. */
   const char* (*error_get_message)(const accel_error* error);
   void (*error_destroy)(accel_error* error);
+  /* Makes an error the host can return from callbacks that return accel_error*
+   * (accel_host_fn). message is copied; the plugin owns the result until it is
+   * handed back or destroyed with error_destroy. Never returns NULL. */
+  accel_error* (*error_create)(accel_status_code code, const char* message);
 
   /* --- lifecycle (REQUIRED) --- */
   /* Once per process, before any call not marked "no init needed". args is read
