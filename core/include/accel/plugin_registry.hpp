@@ -77,7 +77,7 @@ std::string_view to_string(CandidateStatus status);
 
 // One line of `accelrun plugins check`: a stage of loading and what it found.
 struct CheckStep {
-  std::string stage;  // "file", "trust", "load", "entry symbol", "ABI version", ...
+  std::string stage;  // "file", "trust", "ELF", "load", "entry symbol", "ABI version", ...
   bool ok = false;
   std::string detail;
 };
@@ -109,7 +109,7 @@ struct LoadResult {
   PluginDiagnostic diagnostic;
 };
 
-// Loads one file through every stage (file, trust, load, entry symbol, ABI version,
+// Loads one file through every stage (file, trust, ELF, load, entry symbol, ABI version,
 // table size, required entries, info, availability, device count). Never throws
 // for a bad plugin: the diagnostic says what is wrong.
 LoadResult load_plugin(const std::filesystem::path& file, const LoadOptions& options = {});

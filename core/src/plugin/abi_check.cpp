@@ -36,7 +36,8 @@ static std::pair<const char*, bool> entry(const char* name, Fn* fn) {
 std::string missing_required_entry(const accel_backend_api& api) {
   const std::pair<const char*, bool> always[] = {
       ACCEL_ENTRY(api, error_get_code),   ACCEL_ENTRY(api, error_get_message),
-      ACCEL_ENTRY(api, error_destroy),    ACCEL_ENTRY(api, init),
+      ACCEL_ENTRY(api, error_destroy),    ACCEL_ENTRY(api, error_create),
+      ACCEL_ENTRY(api, init),
       ACCEL_ENTRY(api, shutdown),         ACCEL_ENTRY(api, info_get),
       ACCEL_ENTRY(api, device_get_availability), ACCEL_ENTRY(api, device_get_count)};
   for (const auto& [name, set] : always) {

@@ -1,9 +1,9 @@
 // load_plugin: every stage of loading one file, each recorded as a CheckStep.
-#include <fstream>
 #include <system_error>
 
 #include "accel/plugin_registry.hpp"
 #include "plugin/abi_check.hpp"
+#include "plugin/elf_check.hpp"
 #include "plugin/host_api.hpp"
 #include "plugin/library.hpp"
 #include "plugin/trust.hpp"
@@ -11,24 +11,6 @@
 namespace fs = std::filesystem;
 
 namespace accel {
-
-// The first bytes of the file, quoted, when it is not an ELF object: a hint for
-// a dlopen error such as "invalid ELF header".
-static std::string not_elf_hint(const fs::path& file) {
-#if defined(__linux__)
-  std::ifstream in(file, std::ios::binary);
-  char head[16] = {};
-  in.read(head, sizeof head);
-  const std::string bytes(head, static_cast<size_t>(in.gcount()));
-  if (bytes.compare(0, 4, "\x7f" "ELF") == 0) return "";
-  std::string shown;
-  for (char c : bytes) shown += (c >= 32 && c < 127) ? c : '.';
-  return " (not an ELF shared library: it starts with \"" + shown + "\")";
-#else
-  (void)file;
-  return "";
-#endif
-}
 
 struct PluginLoader {
   const LoadOptions& options;
@@ -72,11 +54,19 @@ struct PluginLoader {
     return true;
   }
 
+  // Before dlopen: glibc dies of SIGBUS on a truncated library instead of failing.
+  bool check_elf() {
+    const std::string problem = elf_problem(d.path);
+    if (!problem.empty()) return fail("ELF", problem);
+    pass("ELF", "shared object for this machine, complete");
+    return true;
+  }
+
   bool open() {
     plugin->library_ = std::make_unique<Plugin::Library>();
     std::string error;
     if (!open_library(d.path, plugin->library_->library, error)) {
-      return fail("load", "dlopen failed: " + error + not_elf_hint(d.path));
+      return fail("load", "dlopen failed: " + error);
     }
     pass("load", "dlopen(RTLD_NOW | RTLD_LOCAL) succeeded");
     return true;
@@ -188,7 +178,7 @@ struct PluginLoader {
     d.path = fs::absolute(d.path);
     plugin->path_ = d.path;
     plugin->log_name_ = backend_name_from_file(d.path).value_or(d.path.filename().string());
-    const bool ok = check_file() && check_trust() && open() && find_entry() && negotiate() &&
+    const bool ok = check_file() && check_trust() && check_elf() && open() && find_entry() && negotiate() &&
                     check_size() && check_required() && read_info() && probe();
     if (!ok) return {nullptr, std::move(d)};
     return {std::move(plugin), std::move(d)};

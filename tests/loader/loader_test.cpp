@@ -1,0 +1,131 @@
+// The C plugin loads and answers; errors arrive as accel::BackendError.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "build_info.hpp"
+#include "loader_test_util.hpp"
+
+namespace accel::test {
+namespace {
+
+std::shared_ptr<Plugin> load_c_plugin() {
+  LoadResult result = load_plugin(ACCEL_TEST_C_PLUGIN);
+  EXPECT_TRUE(result.plugin) << result.diagnostic.summary();
+  return result.plugin;
+}
+
+TEST(CPlugin, LoadsThroughEveryStage) {
+  const LoadResult result = load_plugin(ACCEL_TEST_C_PLUGIN);
+  ASSERT_TRUE(result.plugin) << result.diagnostic.summary();
+  const PluginDiagnostic& d = result.diagnostic;
+  EXPECT_EQ(d.status, CandidateStatus::kAvailable);
+  EXPECT_EQ(failed_stage(d), "");
+  std::vector<std::string> stages;
+  for (const auto& step : d.steps) stages.push_back(step.stage);
+  EXPECT_EQ(stages, (std::vector<std::string>{"file", "trust", "ELF", "load", "entry symbol",
+                                              "ABI version", "table size", "required entries",
+                                              "info", "availability", "device count"}));
+  ASSERT_TRUE(d.plugin_abi);
+  EXPECT_EQ(d.plugin_abi->str(), "1.0");
+  EXPECT_EQ(d.device_count, 1);
+}
+
+TEST(CPlugin, AnswersInfoAndDeviceCalls) {
+  auto plugin = load_c_plugin();
+  ASSERT_TRUE(plugin);
+  EXPECT_EQ(plugin->name(), "c");
+  EXPECT_EQ(plugin->info().vendor, "accelrun tests");
+  EXPECT_EQ(plugin->info().collective_library, "");
+  EXPECT_FALSE(plugin->has_collectives());
+  EXPECT_TRUE(plugin->availability().available);
+  EXPECT_EQ(plugin->device_count(), 1);
+  plugin->init();
+  EXPECT_TRUE(plugin->initialized());
+  EXPECT_EQ(plugin->device_properties(0).name, "C test device");
+  EXPECT_EQ(plugin->device_properties(0).total_memory_bytes, 1024u);
+  EXPECT_EQ(plugin->current_device(), 0);
+  plugin->shutdown();
+  EXPECT_FALSE(plugin->initialized());
+}
+
+TEST(CPlugin, PluginErrorBecomesBackendError) {
+  auto plugin = load_c_plugin();
+  ASSERT_TRUE(plugin);
+  plugin->init();
+  try {
+    plugin->device_properties(7);
+    FAIL() << "expected BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.plugin(), "c");
+    EXPECT_EQ(e.call(), "device_get_properties");
+    EXPECT_EQ(e.code(), ACCEL_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(e.message(), "device index out of range");
+    EXPECT_STREQ(e.what(),
+                 "backend 'c': device_get_properties failed (INVALID_ARGUMENT): device index out of range");
+  }
+}
+
+TEST(CPlugin, SecondInitFailsWithFailedPrecondition) {
+  auto plugin = load_c_plugin();
+  ASSERT_TRUE(plugin);
+  plugin->init();
+  try {
+    plugin->init();
+    FAIL() << "expected BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.code(), ACCEL_STATUS_FAILED_PRECONDITION);
+    EXPECT_EQ(e.call(), "init");
+  }
+}
+
+TEST(CPlugin, NullEntryIsUnimplemented) {
+  auto plugin = load_c_plugin();
+  ASSERT_TRUE(plugin);
+  plugin->init();
+  try {
+    plugin->empty_cache(0);
+    FAIL() << "expected BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.code(), ACCEL_STATUS_UNIMPLEMENTED);
+    EXPECT_EQ(e.call(), "device_empty_cache");
+  }
+  const PrecisionSupport precision = plugin->precision_support(0, ACCEL_DTYPE_BF16);
+  EXPECT_FALSE(precision.autocast_supported);
+  EXPECT_TRUE(contains(precision.autocast_reason, "precision_query"));
+}
+
+TEST(CPlugin, HostApiGivesFrameworkOptionsAndLogSink) {
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  spdlog::set_level(spdlog::level::info);
+  {
+    auto plugin = load_c_plugin();
+    ASSERT_TRUE(plugin);
+    plugin->init({{"greeting", "hello"}, {"threads", "4"}});
+  }
+  spdlog::set_default_logger(previous);
+  const std::string log = captured.str();
+  EXPECT_TRUE(contains(log, "[plugin c] init under libtorch " + std::string(build_info::kTorchVersion)))
+      << log;
+  EXPECT_TRUE(contains(log, "option greeting=hello")) << log;
+  EXPECT_TRUE(contains(log, "option threads=4")) << log;
+}
+
+TEST(BackendError, UnknownStatusCodeHasAName) {
+  EXPECT_EQ(status_code_name(static_cast<accel_status_code>(99)), "STATUS_99");
+  EXPECT_EQ(status_code_name(ACCEL_STATUS_TIMEOUT), "TIMEOUT");
+}
+
+TEST(LoadPlugin, MissingFileIsADiagnosticNotAnException) {
+  const LoadResult result = load_plugin("/nonexistent/libbackend_x.so");
+  EXPECT_FALSE(result.plugin);
+  EXPECT_EQ(failed_stage(result.diagnostic), "file");
+  EXPECT_TRUE(contains(result.diagnostic.error, "no such file")) << result.diagnostic.error;
+}
+
+}  // namespace
+}  // namespace accel::test
