@@ -1,0 +1,228 @@
+// The only file that includes toml++.
+#include "config/toml_reader.hpp"
+
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "config/text.hpp"
+
+namespace accel::config {
+
+static ConfigOrigin file_origin(const std::string& file, const toml::source_region& where) {
+  ConfigOrigin origin;
+  origin.layer = ConfigOrigin::Layer::kFile;
+  origin.name = file;
+  origin.line = static_cast<int>(where.begin.line);
+  origin.column = static_cast<int>(where.begin.column);
+  return origin;
+}
+
+static std::string_view type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    default: return "nothing";
+  }
+}
+
+// "string \"four\"", "integer 4", "array [ 1, 2 ]" (cut short).
+static std::string describe(const toml::node& node) {
+  std::ostringstream text;
+  if (const auto* s = node.as_string()) {
+    text << quote_for_message(s->get());
+  } else {
+    node.visit([&text](const auto& concrete) { text << concrete; });
+  }
+  std::string shown = text.str();
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  for (char& c : shown)
+    if (c == '\n') c = ' ';
+  return std::string(type_name(node)) + " " + shown;
+}
+
+// What a node means for one key: a value, or a complaint with the node to blame.
+struct Reading {
+  std::optional<Value> value;
+  std::string complaint;
+  const toml::node* blame = nullptr;
+};
+
+static Reading accept(Value value) {
+  Reading reading;
+  reading.value = std::move(value);
+  return reading;
+}
+
+static Reading wrong_type(const toml::node& node, std::string_view expected) {
+  return {std::nullopt, "expected " + std::string(expected) + ", found " + describe(node), &node};
+}
+
+static Reading read_string_list(const toml::node& node) {
+  const auto* array = node.as_array();
+  if (!array) return wrong_type(node, "an array of strings");
+  std::vector<std::string> items;
+  for (const auto& item : *array) {
+    if (!item.is_string()) return wrong_type(item, "an array of strings");
+    items.push_back(item.as_string()->get());
+  }
+  return accept(Value{items});
+}
+
+static Reading read_device_list(const toml::node& node) {
+  if (const auto* s = node.as_string()) {
+    auto ids = parse_device_list(s->get());
+    if (auto* complaint = std::get_if<std::string>(&ids)) return {std::nullopt, *complaint, &node};
+    return accept(Value{std::get<std::vector<int>>(ids)});
+  }
+  constexpr std::string_view kExpected = "\"all\", a string such as \"0,1\" or an array of integers";
+  std::vector<int> ids;
+  auto add = [&](const toml::node& item) {
+    std::int64_t id = item.as_integer()->get();
+    if (id < 0 || id > 1023) return false;
+    ids.push_back(static_cast<int>(id));
+    return true;
+  };
+  auto out_of_range = [](const toml::node& item) {
+    return Reading{std::nullopt, describe(item) + " is out of range; valid range: 0 to 1023", &item};
+  };
+  if (node.is_integer()) return add(node) ? accept(Value{ids}) : out_of_range(node);
+  const auto* array = node.as_array();
+  if (!array) return wrong_type(node, kExpected);
+  for (const auto& item : *array) {
+    if (!item.is_integer()) return wrong_type(item, kExpected);
+    if (!add(item)) return out_of_range(item);
+  }
+  return accept(Value{ids});
+}
+
+// A scalar as an option string: strings as they are, numbers and booleans as TOML prints them.
+static std::optional<std::string> option_text(const toml::node& node) {
+  if (const auto* s = node.as_string()) return s->get();
+  if (const auto* n = node.as_integer()) return std::to_string(n->get());
+  if (const auto* x = node.as_floating_point()) return format_double(x->get());
+  if (const auto* b = node.as_boolean()) return std::string(b->get() ? "true" : "false");
+  return std::nullopt;
+}
+
+static Reading read_node(const KeySpec& spec, const toml::node& node) {
+  switch (spec.kind) {
+    case Kind::kBoolean:
+      if (const auto* b = node.as_boolean()) return accept(Value{b->get()});
+      return wrong_type(node, "a boolean (true or false)");
+    case Kind::kInteger:
+      if (const auto* n = node.as_integer()) return accept(Value{n->get()});
+      return wrong_type(node, "an integer");
+    case Kind::kFloat:
+      if (const auto* x = node.as_floating_point()) return accept(Value{x->get()});
+      if (const auto* n = node.as_integer()) return accept(Value{static_cast<double>(n->get())});
+      return wrong_type(node, "a number");
+    case Kind::kString:
+    case Kind::kChoice:
+      if (const auto* s = node.as_string()) return accept(Value{s->get()});
+      return wrong_type(node, "a string");
+    case Kind::kStringList: return read_string_list(node);
+    case Kind::kDeviceList: return read_device_list(node);
+    case Kind::kTable: return wrong_type(node, "a table");  // tables are read by read_table
+  }
+  return wrong_type(node, "a value");
+}
+
+static Setting read_table(const KeySpec& spec, const toml::node& node, const std::string& file) {
+  const auto* table = node.as_table();
+  if (!table) throw value_error(file_origin(file, node.source()), spec.name,
+                                "expected a table, found " + describe(node));
+  Setting setting{&spec, StringTable{}, file_origin(file, node.source()), {}};
+  auto& options = std::get<StringTable>(setting.value);
+  for (const auto& [key, item] : *table) {
+    std::string name = std::string(spec.name) + "." + std::string(key.str());
+    auto text = option_text(item);
+    if (!text) throw value_error(file_origin(file, item.source()), name,
+                                 "expected a string, number or boolean, found " + describe(item));
+    options[std::string(key.str())] = *text;
+    setting.entry_origins[std::string(key.str())] = file_origin(file, key.source());
+  }
+  return setting;
+}
+
+static Setting read_key(const toml::key& key, const toml::node& node, const std::string& file) {
+  const KeySpec* spec = find_key(key.str());
+  if (!spec) throw value_error(file_origin(file, key.source()), key.str(),
+                               unknown_key_complaint(key.str()));
+  if (spec->kind == Kind::kTable) return read_table(*spec, node, file);
+  Reading reading = read_node(*spec, node);
+  if (!reading.value)
+    throw value_error(file_origin(file, reading.blame->source()), spec->name, reading.complaint);
+  ConfigOrigin origin = file_origin(file, node.source());
+  if (auto complaint = check_value(*spec, *reading.value))
+    throw value_error(origin, spec->name, *complaint);
+  return {spec, std::move(*reading.value), origin, {}};
+}
+
+static ConfigError syntax_error(const toml::parse_error& error, const std::string& file) {
+  ConfigOrigin origin = file_origin(file, error.source());
+  return ConfigError(origin.position() + ": TOML syntax error: " + std::string(error.description()),
+                     "", origin);
+}
+
+std::vector<Setting> read_toml(std::string_view text, const std::string& source_name) {
+  toml::table document;
+  try {
+    document = toml::parse(text, source_name);
+  } catch (const toml::parse_error& error) {
+    throw syntax_error(error, source_name);
+  }
+  std::vector<Setting> settings;
+  for (const auto& [key, node] : document) settings.push_back(read_key(key, node, source_name));
+  return settings;
+}
+
+// A list in TOML array form, `["/a:b", "/c"]`, for items that contain ':'.
+std::variant<std::vector<std::string>, std::string> parse_string_array(std::string_view text) {
+  std::string expected = "expected a ':'-separated list or a TOML array of strings, found " +
+                         quote_for_message(text);
+  toml::table document;
+  try {
+    document = toml::parse("value = " + std::string(text) + "\n");
+  } catch (const toml::parse_error& error) {
+    return expected + " (" + std::string(error.description()) + ")";
+  }
+  const auto* array = document.size() == 1 ? document["value"].as_array() : nullptr;
+  if (!array) return expected;
+  std::vector<std::string> items;
+  for (const auto& item : *array) {
+    if (!item.is_string()) return expected;
+    items.push_back(item.as_string()->get());
+  }
+  return items;
+}
+
+// The environment's form of a table: an inline TOML table, `{ a = "1", b = 2 }`.
+std::variant<StringTable, std::string> parse_inline_table(std::string_view text) {
+  std::string expected = "expected an inline TOML table such as { threads = \"4\" }, found " +
+                         quote_for_message(text);
+  toml::table document;
+  try {
+    document = toml::parse("value = " + std::string(text) + "\n");
+  } catch (const toml::parse_error& error) {
+    return expected + " (" + std::string(error.description()) + ")";
+  }
+  const auto* table = document.size() == 1 ? document["value"].as_table() : nullptr;
+  if (!table) return expected;
+  StringTable options;
+  for (const auto& [key, item] : *table) {
+    auto option = option_text(item);
+    if (!option) return "option " + toml_quote(key.str()) +
+                        ": expected a string, number or boolean, found " + describe(item);
+    options[std::string(key.str())] = *option;
+  }
+  return options;
+}
+
+}  // namespace accel::config
