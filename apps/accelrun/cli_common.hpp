@@ -1,0 +1,57 @@
+// What every accelrun subcommand shares: usage errors, exit codes, the plugin
+// search flags and the config file in effect.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "accel/plugin_registry.hpp"
+#include "commands.hpp"
+
+namespace accelrun {
+
+namespace po = boost::program_options;
+
+// Exit codes: 0 success, 1 the command ran and found something wrong, 2 usage.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// A mistake in the command line: main prints "accelrun: <what>" and the fix.
+class UsageError : public std::runtime_error {
+ public:
+  UsageError(const std::string& what, std::string fix)
+      : std::runtime_error(what), fix_(std::move(fix)) {}
+  const std::string& fix() const noexcept { return fix_; }
+
+ private:
+  std::string fix_;
+};
+
+// --plugin-dir (repeatable) and --allow-untrusted-plugins.
+struct PluginFlags {
+  std::vector<std::string> plugin_dirs;
+  bool allow_untrusted = false;
+  void add_to(po::options_description& options);
+  accel::SearchOptions search_options() const;  // includes the config's plugin_dirs
+  accel::LoadOptions load_options() const;
+};
+
+// Parses args against options (and positionals); converts Boost's errors into a
+// UsageError that names the command's --help.
+po::variables_map parse(const std::string& command, const Args& args,
+                        const po::options_description& options,
+                        const po::positional_options_description& positional = {});
+
+// The config file accelrun reads by default, whether or not it exists:
+// $XDG_CONFIG_HOME/accelrun/default_config.toml, else ~/.config/accelrun/...
+std::optional<std::filesystem::path> default_config_file();
+// The config's plugin_dirs, or none when there is no config file.
+std::vector<std::filesystem::path> config_plugin_dirs();
+
+}  // namespace accelrun

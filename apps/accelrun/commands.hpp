@@ -1,0 +1,16 @@
+// The subcommands of accelrun. Each lives in its own file and takes the arguments
+// after its name; main.cpp dispatches. To add one (launch, config, test), write
+// <name>_command.cpp and add a row to kCommands in main.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accelrun {
+
+using Args = std::vector<std::string>;
+
+int plugins_command(const Args& args);  // accelrun plugins [check PATH]
+int env_command(const Args& args);      // accelrun env
+
+}  // namespace accelrun

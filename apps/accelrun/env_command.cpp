@@ -1,0 +1,137 @@
+// accelrun env: everything a bug report needs, as plain text.
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "build_info.hpp"
+#include "cli_common.hpp"
+
+namespace accelrun {
+namespace {
+
+const char* const kEnvHelp =
+    "Usage: accelrun env [options]\n"
+    "\n"
+    "Prints accelrun's version, the plugin ABI, LibTorch, the compiler and the OS, the\n"
+    "plugin directories searched (and why each is searched), the plugins found, the\n"
+    "devices of every available backend, and the config file in effect. Made to be\n"
+    "pasted into a bug report.\n"
+    "\n"
+    "Examples:\n"
+    "  accelrun env\n"
+    "  accelrun env --plugin-dir ./build/plugins > env.txt\n"
+    "\n";
+
+std::string os_pretty_name() {
+  std::ifstream in("/etc/os-release");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("PRETTY_NAME=", 0) != 0) continue;
+    std::string value = line.substr(12);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    return value;
+  }
+  return "unknown distribution";
+}
+
+std::string os_line() {
+  utsname u{};
+  if (::uname(&u) != 0) return os_pretty_name();
+  return std::string(u.sysname) + " " + u.release + " " + u.machine + "; " + os_pretty_name();
+}
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+void print_versions() {
+  std::cout << "accelrun:   " << accel::build_info::kVersion << " (" << accel::build_info::kBuildType << ")\n"
+            << "plugin ABI: " << accel::host_abi_version().str() << "\n"
+            << "LibTorch:   " << accel::build_info::kTorchVersion << "\n"
+            << "compiler:   " << accel::build_info::kCompiler << "\n"
+            << "OS:         " << os_line() << "\n";
+}
+
+void print_config_file() {
+  const auto file = default_config_file();
+  std::error_code ec;
+  if (file && std::filesystem::is_regular_file(*file, ec)) {
+    std::cout << "config:     " << file->string() << "\n";
+  } else {
+    std::cout << "config:     none" << (file ? " (no " + file->string() + ")" : std::string()) << "\n";
+  }
+}
+
+void print_search_path(const accel::PluginRegistry& registry) {
+  std::cout << "\nPlugin directories, in search order:\n";
+  int index = 0;
+  for (const auto& dir : registry.search_path().dirs) {
+    std::cout << "  " << ++index << ". " << dir.dir.string() << "  [" << dir.origin << "]"
+              << (dir.exists ? "" : " (missing)") << "\n";
+  }
+  for (const auto& note : registry.search_path().notes) std::cout << "  note: " << note << "\n";
+}
+
+void print_plugins(const accel::PluginRegistry& registry) {
+  std::cout << "\nPlugins:\n";
+  if (registry.candidates().empty()) std::cout << "  none\n";
+  for (const auto& d : registry.candidates()) {
+    if (d.loaded()) {
+      std::cout << "  " << d.info->name << " " << d.info->plugin_version << " (ABI " << d.plugin_abi->str()
+                << ", " << d.info->vendor << "): " << accel::to_string(d.status)
+                << (d.availability->available ? "" : ": " + d.availability->reason) << ", "
+                << *d.device_count << " device(s); " << d.path.string() << "\n";
+    } else {
+      std::cout << "  " << d.summary() << "\n";
+    }
+  }
+}
+
+void print_devices(accel::Plugin& plugin) {
+  try {
+    plugin.init();
+    for (int32_t i = 0; i < plugin.device_count(); ++i) {
+      const accel::DeviceProperties p = plugin.device_properties(i);
+      std::cout << "  " << plugin.name() << ":" << i << "  " << p.name << ", " << gib(p.total_memory_bytes)
+                << ", " << p.compute_units << " compute units, capability " << p.capability_major << "."
+                << p.capability_minor << "\n";
+    }
+    plugin.shutdown();
+  } catch (const accel::BackendError& e) {
+    std::cout << "  " << plugin.name() << ": " << e.what() << "\n";
+  }
+}
+
+}  // namespace
+
+int env_command(const Args& args) {
+  PluginFlags flags;
+  po::options_description options("Options");
+  options.add_options()("help,h", "this help");
+  flags.add_to(options);
+  const po::variables_map vm = parse("env", args, options);
+  if (vm.count("help")) {
+    std::cout << kEnvHelp << options;
+    return kExitOk;
+  }
+  const auto registry = accel::PluginRegistry::discover(flags.search_options(), flags.load_options());
+  print_versions();
+  print_config_file();
+  print_search_path(registry);
+  print_plugins(registry);
+  std::cout << "\nDevices:\n";
+  bool any = false;
+  for (const auto& plugin : registry.plugins()) {
+    if (!plugin->availability().available) continue;
+    print_devices(*plugin);
+    any = true;
+  }
+  if (!any) std::cout << "  none: no available backend\n";
+  return kExitOk;
+}
+
+}  // namespace accelrun

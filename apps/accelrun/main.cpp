@@ -1,0 +1,92 @@
+// accelrun: dispatches to one subcommand. Errors reach the user as one line and an
+// exit code (0 ok, 1 failure, 2 usage).
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <iostream>
+
+#include "accel/backend.h"
+#include "build_info.hpp"
+#include "cli_common.hpp"
+
+namespace accelrun {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+// One row per subcommand; later issues add launch, config and test here.
+constexpr Command kCommands[] = {
+    {"plugins", "list the backend plugins found and why any did not load; `plugins check PATH`",
+     plugins_command},
+    {"env", "versions, plugin directories, plugins and devices: paste it into a bug report",
+     env_command},
+};
+
+void print_help() {
+  std::cout << "accelrun: train LibTorch programs on any accelerator, with backends as plugins\n"
+               "\n"
+               "Usage: accelrun <command> [options]\n"
+               "\n"
+               "Commands:\n";
+  for (const auto& command : kCommands) {
+    std::cout << "  " << command.name << std::string(10 - std::strlen(command.name), ' ')
+              << command.summary << "\n";
+  }
+  std::cout << "\n"
+               "Options:\n"
+               "  -h, --help     this help; `accelrun <command> --help` for a command's\n"
+               "  --version      accelrun's version and the plugin ABI it speaks\n"
+               "\n"
+               "Examples:\n"
+               "  accelrun plugins\n"
+               "  accelrun plugins check ./libbackend_musa.so\n"
+               "  accelrun env > env.txt\n";
+}
+
+std::string command_names() {
+  std::string names;
+  for (const auto& command : kCommands) names += (names.empty() ? "" : ", ") + std::string(command.name);
+  return names;
+}
+
+int dispatch(const Args& args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    print_help();
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "--version") {
+    std::cout << "accelrun " << accel::build_info::kVersion << " (plugin ABI "
+              << ACCEL_ABI_VERSION_MAJOR << "." << ACCEL_ABI_VERSION_MINOR << ")\n";
+    return kExitOk;
+  }
+  for (const auto& command : kCommands) {
+    if (args[0] == command.name) return command.run(Args(args.begin() + 1, args.end()));
+  }
+  if (args[0].rfind('-', 0) == 0) {
+    throw UsageError("unknown option '" + args[0] + "' before a command",
+                     "put options after the command, e.g. `accelrun plugins " + args[0] +
+                         "`; see `accelrun --help`");
+  }
+  throw UsageError("unknown command '" + args[0] + "'",
+                   "the commands are " + command_names() + "; see `accelrun --help`");
+}
+
+}  // namespace
+}  // namespace accelrun
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // plugin chatter only when it matters
+  try {
+    return accelrun::dispatch(accelrun::Args(argv + 1, argv + argc));
+  } catch (const accelrun::UsageError& e) {
+    std::cerr << "accelrun: " << e.what() << " (" << e.fix() << ")\n";
+    return accelrun::kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "accelrun: " << e.what() << "\n";
+    return accelrun::kExitFailure;
+  }
+}
