@@ -17,7 +17,7 @@ static_assert(offsetof(accel_host_api, abi_minor) == 12);
 // Sizes as shipped in 1.0.
 static_assert(ACCEL_OPTION_STRUCT_SIZE == 24);
 static_assert(ACCEL_HOST_API_STRUCT_SIZE == 48);
-static_assert(ACCEL_KV_STORE_STRUCT_SIZE == 32);
+static_assert(ACCEL_KV_STORE_STRUCT_SIZE == 48);
 static_assert(ACCEL_BACKEND_INFO_STRUCT_SIZE == 56);
 static_assert(ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE == 24);
 static_assert(ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE == 36);

@@ -77,7 +77,7 @@ extern "C" {
 typedef enum accel_status_code {
   ACCEL_STATUS_OK = 0,
   ACCEL_STATUS_INVALID_ARGUMENT = 1, /* a caller error: bad pointer, size, dtype, rank */
-  ACCEL_STATUS_UNAVAILABLE = 2,      /* device, driver or library missing or busy */
+  ACCEL_STATUS_UNAVAILABLE = 2,      /* device, driver, library or a peer missing or gone */
   ACCEL_STATUS_UNIMPLEMENTED = 3,    /* the plugin does not do this */
   ACCEL_STATUS_TIMEOUT = 4,          /* a peer or device did not answer in time */
   ACCEL_STATUS_ABORTED = 5,          /* the communicator or stream was aborted */
@@ -159,8 +159,15 @@ typedef struct accel_kv_store {
    * callback only. Returns ACCEL_STATUS_OK, ACCEL_STATUS_TIMEOUT, or another code. */
   accel_status_code (*get)(void* user_data, const char* key, int64_t timeout_ms,
                            accel_kv_value_fn on_value, void* sink_data);
+  /* Atomically adds delta to the 64-bit counter under key (created as 0) and
+   * writes the new value to *result: counters for barriers and id allocation. */
+  accel_status_code (*add)(void* user_data, const char* key, int64_t delta,
+                           int64_t* result /* out */);
+  /* Removes key; a missing key is not an error. Lets a plugin clean up what it
+   * published once every peer has read it. */
+  accel_status_code (*remove)(void* user_data, const char* key);
 } accel_kv_store;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_KV_STORE_STRUCT_SIZE, accel_kv_store, get);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_KV_STORE_STRUCT_SIZE, accel_kv_store, remove);
 
 /* ------------------------------------------------------------------- Info */
 
@@ -262,11 +269,15 @@ typedef struct accel_comm accel_comm;
 
 typedef enum accel_reduce_op {
   ACCEL_REDUCE_SUM = 0,
-  ACCEL_REDUCE_AVG = 1, /* sum divided by world size, computed in the element type */
+  /* Sum divided by world size in the element type: integers truncate toward zero;
+   * invalid (INVALID_ARGUMENT) for ACCEL_DTYPE_BOOL. */
+  ACCEL_REDUCE_AVG = 1,
   ACCEL_REDUCE_MIN = 2,
   ACCEL_REDUCE_MAX = 3,
   ACCEL_REDUCE_PROD = 4
 } accel_reduce_op;
+/* For ACCEL_DTYPE_BOOL, SUM and MAX are logical or; PROD and MIN are logical and.
+ * Integer overflow wraps. F16 and BF16 reduce in f32 and round to nearest even. */
 
 /* A span of device memory. data is owned by the caller and must stay valid until
  * the operation using it has completed on its stream. data may be NULL when
@@ -290,7 +301,8 @@ typedef struct accel_comm_create_args {
   /* The rendezvous store; owned by the host and valid until comm_destroy returns. */
   const accel_kv_store* store;
   /* Every collective on this communicator fails with ACCEL_STATUS_TIMEOUT, naming
-   * the operation and this timeout, when peers have not taken part within it. */
+   * the operation and this timeout, when peers have not taken part within it.
+   * <= 0: the plugin's default (at most 30 minutes), which it documents. */
   int64_t timeout_ms;
   /* Address or interface name to bind for transports that listen (gloo's TCP);
    * NULL: the plugin chooses. Read during the call only. */
@@ -315,9 +327,15 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE, accel_comm_create_a
  *  all_gather:     recv = concat over ranks of send; recv.count == world*send.count.
  *                  In place allowed when send is rank's slice of recv.
  *  reduce_scatter: recv = slice `rank` of (op over ranks of send);
- *                  send.count == world * recv.count.
+ *                  send.count == world * recv.count. In place allowed when recv
+ *                  is this rank's slice of send.
  *  send / recv:    point-to-point with `peer`; matched in order per (peer, tag).
  *  barrier:        no buffers.
+ *
+ * Collectives are matched across ranks by the order of the calls on the
+ * communicator, whatever stream each is enqueued on: every rank must issue the
+ * same collectives in the same order. send and recv are matched separately, per
+ * (peer, tag); tag must be >= 0.
  */
 typedef struct accel_collective_args {
   size_t struct_size;
@@ -440,10 +458,14 @@ typedef struct accel_backend_api {
   /* Collective over all ranks of args->world_size: blocks until every rank has
    * joined through the store, or args->timeout_ms passes. */
   accel_error* (*comm_create)(accel_comm_create_args* args);
-  /* Waits for outstanding work, then frees. NULL is a no-op. */
+  /* Waits for outstanding work (each bounded by the communicator's timeout), then
+   * frees. To tear down a communicator whose peers are gone, comm_abort first. NULL
+   * is a no-op. */
   accel_error* (*comm_destroy)(accel_comm* comm);
   /* Thread-safe, callable from any thread while another is blocked in a collective:
-   * pending and later operations fail with ACCEL_STATUS_ABORTED. Idempotent. */
+   * pending and later operations fail with ACCEL_STATUS_ABORTED. Idempotent. It
+   * closes this rank's connections, so peers' pending operations fail too (with
+   * ACCEL_STATUS_UNAVAILABLE: "lost connection to rank N"). */
   accel_error* (*comm_abort)(accel_comm* comm);
   /* The first error of asynchronous work on the communicator; NULL if none.
    * Never blocks. Ownership of the returned error goes to the caller. */
