@@ -1,0 +1,253 @@
+// accelrun as a user runs it: output, exit codes, --json, diagnostics.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// A private, empty config home so the user's own config never leaks into a test.
+const fs::path& config_home() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() /
+                 ("accel_cli_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Removes the config home after the last test.
+class CleanUp : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(config_home(), ec);
+  }
+};
+const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
+
+CliRun accelrun(const std::string& args, const std::string& env = "") {
+  const std::string command = "env -u ACCEL_PLUGIN_PATH XDG_CONFIG_HOME='" + config_home().string() +
+                              "' " + env + " '" ACCELRUN_BINARY "' " + args + " 2>&1";
+  CliRun run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) run.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The table line of a backend: starts with the name followed by spaces.
+std::string table_line(const std::string& out, const std::string& name) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return line;
+  }
+  return "";
+}
+
+const std::string kBad = std::string("--plugin-dir '") + ACCEL_TEST_BAD_DIR + "'";
+
+TEST(Plugins, ListsTheCpuPluginAsAvailable) {
+  const CliRun run = accelrun("plugins");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const std::string cpu = table_line(run.out, "cpu");
+  EXPECT_TRUE(contains(cpu, "available")) << run.out;
+  EXPECT_TRUE(contains(cpu, "libbackend_cpu.so")) << run.out;
+  EXPECT_TRUE(contains(cpu, " 1.0 ")) << cpu;
+}
+
+TEST(Plugins, BadFixturesAreDiagnosedAndTheGoodOnesListed) {
+  const CliRun run = accelrun("plugins " + kBad);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  for (const char* expected :
+       {"plugin ABI 2.0, host ABI 1.0: major versions must match",
+        "plugin ABI 0.9, host ABI 1.0: major versions must match", "empty file (0 bytes)",
+        "invalid ELF header", "truncated: the section header table",
+        "undefined symbol: accel_backend_get_api", "required entry device_get_count is NULL",
+        "smaller than the", "libaccel_fixture_dep.so: cannot open shared object file",
+        "plugin ABI 1.1 is newer than host ABI 1.0"}) {
+    EXPECT_TRUE(contains(run.out, expected)) << "missing: " << expected << "\n" << run.out;
+  }
+  EXPECT_TRUE(contains(run.out, "Diagnostics:")) << run.out;
+  for (const char* good : {"good", "minor_new", "init_error", "throws", "cpu"}) {
+    EXPECT_TRUE(contains(table_line(run.out, good), "available")) << good << "\n" << run.out;
+  }
+  EXPECT_TRUE(contains(table_line(run.out, "text"), "invalid (ELF)")) << run.out;
+}
+
+TEST(Plugins, DuplicateInALaterDirectoryIsShadowed) {
+  const CliRun run = accelrun(std::string("plugins --plugin-dir ") + ACCEL_TEST_GOOD_DIR +
+                           " --plugin-dir " + ACCEL_TEST_DUP_DIR);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, std::string("shadowed by ") + ACCEL_TEST_GOOD_DIR + "/libbackend_c.so"))
+      << run.out;
+}
+
+TEST(Plugins, JsonParsesAndCarriesTheDiagnostics) {
+  const CliRun run = accelrun("plugins --json " + kBad);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["host_abi"], "1.0");
+  ASSERT_EQ(j["search_path"][0]["origin"], "--plugin-dir");
+  bool saw_cpu = false;
+  bool saw_abi_new = false;
+  for (const auto& c : j["candidates"]) {
+    if (c["name"] == "cpu") {
+      saw_cpu = true;
+      EXPECT_EQ(c["status"], "available");
+      EXPECT_EQ(c["device_count"], 1);
+      EXPECT_EQ(c["info"]["collective_library"], "gloo");
+    }
+    if (c["name"] == "abi_new") {
+      saw_abi_new = true;
+      EXPECT_EQ(c["status"], "invalid");
+      EXPECT_EQ(c["plugin_abi"], "2.0");
+      EXPECT_EQ(c["steps"].back()["stage"], "ABI version");
+      EXPECT_FALSE(c["steps"].back()["ok"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(saw_cpu);
+  EXPECT_TRUE(saw_abi_new);
+}
+
+TEST(PluginsCheck, GoodPluginPassesEveryStep) {
+  const CliRun run = accelrun(std::string("plugins check ") + ACCEL_TEST_C_PLUGIN);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_FALSE(contains(run.out, "FAIL")) << run.out;
+  for (const char* stage : {"file:", "trust:", "ELF:", "load:", "entry symbol:", "ABI version:",
+                            "table size:", "required entries:", "info:", "availability:",
+                            "device count:", "init + shutdown:"}) {
+    EXPECT_TRUE(contains(run.out, std::string("ok    ") + stage)) << stage << "\n" << run.out;
+  }
+  EXPECT_TRUE(contains(run.out, "Result: usable as backend 'c'")) << run.out;
+}
+
+TEST(PluginsCheck, BadPluginsExitNonzeroAndSayWhy) {
+  const std::string bad = ACCEL_TEST_BAD_DIR;
+  const struct {
+    const char* file;
+    const char* expected;
+  } cases[] = {
+      {"libbackend_abi_new.so", "FAIL  ABI version: plugin ABI 2.0, host ABI 1.0"},
+      {"libbackend_text.so", "FAIL  ELF: invalid ELF header"},
+      {"libbackend_null_entry.so", "FAIL  required entries: required entry device_get_count is NULL"},
+      {"libbackend_init_error.so", "FAIL  init + shutdown: backend 'init_error': init failed (UNAVAILABLE)"},
+      {"libbackend_throws.so", "let a C++ exception escape across the C ABI"},
+      {"libbackend_nonexistent.so", "FAIL  file: no such file"},
+  };
+  for (const auto& c : cases) {
+    const CliRun run = accelrun("plugins check '" + bad + "/" + c.file + "'");
+    EXPECT_EQ(run.exit_code, 1) << c.file << "\n" << run.out;
+    EXPECT_TRUE(contains(run.out, c.expected)) << c.file << "\n" << run.out;
+    EXPECT_TRUE(contains(run.out, "Result: not usable")) << run.out;
+  }
+}
+
+TEST(PluginsCheck, NewerMinorIsUsableWithAWarning) {
+  const CliRun run = accelrun(std::string("plugins check ") + ACCEL_TEST_BAD_DIR + "/libbackend_minor_new.so");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "warn  plugin ABI 1.1 is newer than host ABI 1.0")) << run.out;
+}
+
+TEST(PluginsCheck, WorldWritableIsRefusedUnlessOverridden) {
+  const fs::path dir = config_home() / "untrusted";
+  fs::create_directories(dir);
+  fs::copy_file(ACCEL_TEST_C_PLUGIN, dir / "libbackend_c.so", fs::copy_options::overwrite_existing);
+  fs::permissions(dir, fs::perms(0777));
+  const std::string file = (dir / "libbackend_c.so").string();
+  const CliRun refused = accelrun("plugins check " + file);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_TRUE(contains(refused.out, "FAIL  trust: refused: directory")) << refused.out;
+  EXPECT_TRUE(contains(refused.out, "world-writable")) << refused.out;
+  const CliRun allowed = accelrun("plugins check --allow-untrusted-plugins " + file);
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out;
+  EXPECT_TRUE(contains(allowed.out, "ok    trust: OVERRIDDEN")) << allowed.out;
+}
+
+TEST(Env, ReportsVersionsDirectoriesPluginsAndDevices) {
+  const CliRun run = accelrun("env " + kBad);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "plugin ABI: 1.0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "LibTorch:   ")) << run.out;
+  EXPECT_TRUE(contains(run.out, "compiler:   ")) << run.out;
+  EXPECT_TRUE(contains(run.out, "OS:         Linux")) << run.out;
+  EXPECT_TRUE(contains(run.out, std::string(ACCEL_TEST_BAD_DIR) + "  [--plugin-dir]")) << run.out;
+  EXPECT_TRUE(contains(run.out, "[installed]")) << run.out;
+  EXPECT_TRUE(contains(run.out, "config:     none")) << run.out;
+  EXPECT_TRUE(contains(run.out, "cpu 0.1.0 (ABI 1.0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "cpu:0  ")) << run.out;
+  EXPECT_TRUE(contains(run.out, "libbackend_text.so: invalid: invalid ELF header")) << run.out;
+}
+
+TEST(Env, EnvironmentAndConfigDirectoriesAreSearchedInOrder) {
+  const fs::path config = config_home() / "with_config";
+  fs::create_directories(config / "accelrun");
+  std::ofstream(config / "accelrun" / "default_config.toml")
+      << "plugin_dirs = [\"" << ACCEL_TEST_DUP_DIR << "\"]\n";
+  const CliRun run = accelrun("env", std::string("ACCEL_PLUGIN_PATH=") + ACCEL_TEST_GOOD_DIR +
+                                      " XDG_CONFIG_HOME='" + config.string() + "'");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  const auto env_at = run.out.find(std::string(ACCEL_TEST_GOOD_DIR) + "  [ACCEL_PLUGIN_PATH]");
+  const auto config_at = run.out.find(std::string(ACCEL_TEST_DUP_DIR) + "  [config plugin_dirs]");
+  ASSERT_NE(env_at, std::string::npos) << run.out;
+  ASSERT_NE(config_at, std::string::npos) << run.out;
+  EXPECT_LT(env_at, config_at);
+  EXPECT_TRUE(contains(run.out, "config:     " + (config / "accelrun" / "default_config.toml").string()))
+      << run.out;
+  EXPECT_TRUE(contains(run.out, "shadowed by")) << run.out;  // the config dir's copy of c
+}
+
+TEST(Usage, UnknownCommandIsOneLineWithTheFix) {
+  const CliRun run = accelrun("plugns");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.out, "accelrun: unknown command 'plugns' (the commands are plugins, env; see `accelrun --help`)\n");
+}
+
+TEST(Usage, UnknownFlagNamesTheCommandsHelp) {
+  const CliRun run = accelrun("plugins --bogus");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_TRUE(contains(run.out, "--bogus")) << run.out;
+  EXPECT_TRUE(contains(run.out, "accelrun plugins --help")) << run.out;
+  EXPECT_EQ(accelrun("plugins frobnicate").exit_code, 2);
+  EXPECT_EQ(accelrun("plugins check").exit_code, 2);
+}
+
+TEST(Usage, HelpForEachCommandHasExamples) {
+  for (const char* args : {"--help", "plugins --help", "env --help"}) {
+    const CliRun run = accelrun(args);
+    EXPECT_EQ(run.exit_code, 0) << args;
+    EXPECT_TRUE(contains(run.out, "Examples:")) << args << "\n" << run.out;
+  }
+  EXPECT_TRUE(contains(accelrun("plugins --help").out, "--plugin-dir"));
+}
+
+TEST(Usage, VersionNamesTheAbi) {
+  const CliRun run = accelrun("--version");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_TRUE(contains(run.out, "plugin ABI 1.0")) << run.out;
+}
+
+}  // namespace
