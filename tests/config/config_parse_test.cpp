@@ -87,6 +87,27 @@ TEST(ConfigParse, SyntaxErrorGivesFileLineAndColumn) {
   EXPECT_EQ(error.key(), "");
 }
 
+// Headers toml++ 3.3 mishandles in debug builds (an assertion, marzer/tomlplusplus#301):
+// the release library answers a parse error, which must reach the user as one.
+TEST(ConfigParse, MalformedTableHeadersAreSyntaxErrors) {
+  EXPECT_THAT(parse_error("a = 1\n[*b").what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error")));
+  EXPECT_THAT(parse_error("[[[1]]]").what(), AllOf(HasSubstr("/etc/t.toml:1:3"), HasSubstr("syntax error")));
+}
+
+// toml++ 3.3 has undefined behaviour on some non-ASCII characters outside strings
+// (marzer/tomlplusplus#190, #295); such text is rejected before toml++ sees it.
+TEST(ConfigParse, NonAsciiOutsideStringsIsASyntaxErrorWithItsPosition) {
+  ConfigError error = parse_error("backend = \"cpu\"\nn\xd0\x9d = 1\n");
+  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error"),
+                                  HasSubstr("non-ASCII")));
+  EXPECT_THAT(parse_error("s = \"\"\"\\\n\xc2\xa7\"\"\"").what(), HasSubstr("/etc/t.toml:2:1"));
+  // Inside strings and comments non-ASCII is fine.
+  RunConfig config = parse_config("# ü comment \xd0\x9d\nbackend_options.\"ключ\" = 'знач\"'\n"
+                                  "main_process_ip = \"\"\"\nh\"\"\"\n");
+  EXPECT_EQ(config.backend_options.at("ключ"), "знач\"");
+  EXPECT_EQ(config.main_process_ip, "h");
+}
+
 TEST(ConfigParse, DuplicateKeyIsASyntaxError) {
   ConfigError error = parse_error("num_processes = 2\nnum_processes = 3\n");
   EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:"), HasSubstr("num_processes")));

@@ -171,7 +171,97 @@ static ConfigError syntax_error(const toml::parse_error& error, const std::strin
                      "", origin);
 }
 
+// ----------------------------------------------------- Guarding toml++ 3.3
+// toml++ 3.3 reaches __builtin_unreachable() (undefined behaviour) when it asks whether a
+// non-ASCII character in U+00A1..U+0499 or U+2DEE..U+31E7 is whitespace: any such
+// character outside a string or comment, or after a line-ending backslash in a """ string
+// (marzer/tomlplusplus#190, #295; fixed upstream after 3.3). TOML allows non-ASCII only
+// inside strings and comments, so we find the first one outside them and report it as
+// the syntax error it is, before toml++ sees the text.
+
+struct Scan {
+  std::size_t line = 1, column = 1;
+  bool found = false;
+};
+
+// Advances over one character, counting lines and columns as toml++ does (code points).
+static void step(Scan& scan, std::string_view text, std::size_t& i) {
+  if (text[i] == '\n') {
+    ++scan.line, scan.column = 1;
+  } else if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) {
+    ++scan.column;
+  }
+  ++i;
+}
+
+static bool starts(std::string_view text, std::size_t i, std::string_view with) {
+  return text.substr(i, with.size()) == with;
+}
+
+// Skips a string that starts at i (at its opening quote); stops at its end or at the end
+// of the line for an unterminated one-line string (toml++ stops there with an error).
+static void skip_string(Scan& scan, std::string_view text, std::size_t& i) {
+  char quote = text[i];
+  bool multi = starts(text, i, std::string(3, quote));
+  for (int k = 0; k < (multi ? 3 : 1); ++k) step(scan, text, i);
+  while (i < text.size()) {
+    if (multi && starts(text, i, std::string(3, quote))) {
+      while (i < text.size() && text[i] == quote) step(scan, text, i);
+      return;
+    }
+    if (!multi && (text[i] == quote || text[i] == '\n')) {
+      step(scan, text, i);
+      return;
+    }
+    if (quote == '"' && text[i] == '\\') {
+      step(scan, text, i);
+      std::size_t after = text.find_first_not_of(" \t\r\n", i);
+      bool line_ending = multi && after != std::string_view::npos &&
+                         text.substr(i, after - i).find('\n') != std::string_view::npos;
+      if (line_ending && static_cast<unsigned char>(text[after]) >= 0x80) {
+        while (i < after) step(scan, text, i);
+        scan.found = true;
+        return;
+      }
+      if (i < text.size()) step(scan, text, i);
+      continue;
+    }
+    step(scan, text, i);
+  }
+}
+
+// Where the first non-ASCII character outside strings and comments is, if any.
+static Scan find_unsafe_non_ascii(std::string_view text) {
+  Scan scan;
+  std::size_t i = 0;
+  if (starts(text, 0, "\xEF\xBB\xBF")) i = 3;  // a UTF-8 byte order mark is fine
+  while (i < text.size() && !scan.found) {
+    char c = text[i];
+    if (c == '"' || c == '\'') {
+      skip_string(scan, text, i);
+    } else if (c == '#') {
+      while (i < text.size() && text[i] != '\n') step(scan, text, i);
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      scan.found = true;
+    } else {
+      step(scan, text, i);
+    }
+  }
+  return scan;
+}
+
+static void reject_unsafe_text(std::string_view text, const std::string& source_name) {
+  Scan scan = find_unsafe_non_ascii(text);
+  if (!scan.found) return;
+  ConfigOrigin origin{ConfigOrigin::Layer::kFile, source_name, static_cast<int>(scan.line),
+                      static_cast<int>(scan.column)};
+  throw ConfigError(origin.position() +
+                        ": TOML syntax error: a non-ASCII character outside a string or "
+                        "comment (or after a line-ending backslash)", "", origin);
+}
+
 std::vector<Setting> read_toml(std::string_view text, const std::string& source_name) {
+  reject_unsafe_text(text, source_name);
   toml::table document;
   try {
     document = toml::parse(text, source_name);
@@ -189,9 +279,13 @@ std::variant<std::vector<std::string>, std::string> parse_string_array(std::stri
                          quote_for_message(text);
   toml::table document;
   try {
-    document = toml::parse("value = " + std::string(text) + "\n");
+    std::string line = "value = " + std::string(text) + "\n";
+    reject_unsafe_text(line, "value");
+    document = toml::parse(line);
   } catch (const toml::parse_error& error) {
     return expected + " (" + std::string(error.description()) + ")";
+  } catch (const ConfigError&) {
+    return expected + " (a non-ASCII character outside a string)";
   }
   const auto* array = document.size() == 1 ? document["value"].as_array() : nullptr;
   if (!array) return expected;
@@ -209,9 +303,13 @@ std::variant<StringTable, std::string> parse_inline_table(std::string_view text)
                          quote_for_message(text);
   toml::table document;
   try {
-    document = toml::parse("value = " + std::string(text) + "\n");
+    std::string line = "value = " + std::string(text) + "\n";
+    reject_unsafe_text(line, "value");
+    document = toml::parse(line);
   } catch (const toml::parse_error& error) {
     return expected + " (" + std::string(error.description()) + ")";
+  } catch (const ConfigError&) {
+    return expected + " (a non-ASCII character outside a string)";
   }
   const auto* table = document.size() == 1 ? document["value"].as_table() : nullptr;
   if (!table) return expected;
