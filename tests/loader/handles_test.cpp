@@ -67,6 +67,20 @@ TEST(Handles, ShutdownFirstThenDestructorsDoNotDoubleFree) {
   EXPECT_EQ(live_handles(*plugin), 0u);
 }
 
+TEST(Handles, HandleFromBeforeAReinitIsNotDestroyedTwice) {
+  auto plugin = initialised_c_plugin();
+  ASSERT_TRUE(plugin);
+  Stream stale = plugin->create_stream(0);
+  plugin->shutdown();  // destroyed the stream
+  plugin->init();
+  Stream fresh = plugin->create_stream(0);
+  EXPECT_EQ(live_handles(*plugin), 1u);
+  stale.reset();  // must not reach stream_destroy: the count would drop to 0
+  EXPECT_EQ(live_handles(*plugin), 1u);
+  fresh.reset();
+  EXPECT_EQ(live_handles(*plugin), 0u);
+}
+
 TEST(Handles, HostFunctionRunsOnTheStream) {
   auto plugin = initialised_c_plugin();
   ASSERT_TRUE(plugin);

@@ -107,6 +107,7 @@ class Stream {
   Stream(std::shared_ptr<Plugin> plugin, accel_stream* handle);
   std::shared_ptr<Plugin> plugin_;
   accel_stream* handle_ = nullptr;
+  uint64_t generation_ = 0;  // the plugin's generation at creation
 };
 
 // Owns an accel_event*. Movable, not copyable.
@@ -132,6 +133,7 @@ class Event {
   Event(std::shared_ptr<Plugin> plugin, accel_event* handle);
   std::shared_ptr<Plugin> plugin_;
   accel_event* handle_ = nullptr;
+  uint64_t generation_ = 0;  // the plugin's generation at creation
 };
 
 // Owns an accel_comm*. Each collective takes the arguments of backend.h with the
@@ -164,6 +166,7 @@ class Comm {
   accel_collective_args prepared(accel_collective_args args) const;
   std::shared_ptr<Plugin> plugin_;
   accel_comm* handle_ = nullptr;
+  uint64_t generation_ = 0;  // the plugin's generation at creation
 };
 
 // -------------------------------------------------------------- Plugin
@@ -193,6 +196,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   void init(const BackendOptions& options = {});
   void shutdown();
   bool initialized() const noexcept { return initialized_; }
+  // Counts shutdowns: a handle made before the latest shutdown was destroyed by it.
+  uint64_t generation() const noexcept { return generation_; }
 
   // Devices.
   void set_device(int32_t device);
@@ -249,6 +254,7 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   PluginInfo info_;
   std::filesystem::path path_;
   bool initialized_ = false;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace accel

@@ -7,13 +7,16 @@
 
 namespace accel {
 
-// Destroys `handle` unless shutdown already did (the ABI's shutdown destroys every
-// live handle). Destructors never throw: a failure is logged.
+// Destroys `handle` unless a shutdown since its creation already did (the ABI's
+// shutdown destroys every live handle). Destructors never throw: a failure is logged.
 template <typename Handle>
 static void release(const std::shared_ptr<Plugin>& plugin, const char* entry,
-                    accel_error* (*destroy)(Handle*), Handle*& handle) {
+                    accel_error* (*destroy)(Handle*), Handle*& handle, uint64_t generation) {
   Handle* owned = std::exchange(handle, nullptr);
-  if (owned == nullptr || plugin == nullptr || !plugin->initialized()) return;
+  if (owned == nullptr || plugin == nullptr || !plugin->initialized() ||
+      plugin->generation() != generation) {
+    return;
+  }
   try {
     plugin->call(entry, destroy, owned);
   } catch (const std::exception& e) {
@@ -24,16 +27,19 @@ static void release(const std::shared_ptr<Plugin>& plugin, const char* entry,
 // ---------------------------------------------------------------- Stream
 
 Stream::Stream(std::shared_ptr<Plugin> plugin, accel_stream* handle)
-    : plugin_(std::move(plugin)), handle_(handle) {}
+    : plugin_(std::move(plugin)), handle_(handle), generation_(plugin_->generation()) {}
 
 Stream::Stream(Stream&& other) noexcept
-    : plugin_(std::move(other.plugin_)), handle_(std::exchange(other.handle_, nullptr)) {}
+    : plugin_(std::move(other.plugin_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      generation_(other.generation_) {}
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
     reset();
     plugin_ = std::move(other.plugin_);
     handle_ = std::exchange(other.handle_, nullptr);
+    generation_ = other.generation_;
   }
   return *this;
 }
@@ -41,7 +47,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 Stream::~Stream() { reset(); }
 
 void Stream::reset() {
-  if (plugin_) release(plugin_, "stream_destroy", plugin_->api().stream_destroy, handle_);
+  if (plugin_) release(plugin_, "stream_destroy", plugin_->api().stream_destroy, handle_, generation_);
 }
 
 void Stream::synchronize() {
@@ -66,16 +72,19 @@ void Stream::enqueue_host_fn(accel_host_fn fn, void* user_data) {
 // ----------------------------------------------------------------- Event
 
 Event::Event(std::shared_ptr<Plugin> plugin, accel_event* handle)
-    : plugin_(std::move(plugin)), handle_(handle) {}
+    : plugin_(std::move(plugin)), handle_(handle), generation_(plugin_->generation()) {}
 
 Event::Event(Event&& other) noexcept
-    : plugin_(std::move(other.plugin_)), handle_(std::exchange(other.handle_, nullptr)) {}
+    : plugin_(std::move(other.plugin_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      generation_(other.generation_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     reset();
     plugin_ = std::move(other.plugin_);
     handle_ = std::exchange(other.handle_, nullptr);
+    generation_ = other.generation_;
   }
   return *this;
 }
@@ -83,7 +92,7 @@ Event& Event::operator=(Event&& other) noexcept {
 Event::~Event() { reset(); }
 
 void Event::reset() {
-  if (plugin_) release(plugin_, "event_destroy", plugin_->api().event_destroy, handle_);
+  if (plugin_) release(plugin_, "event_destroy", plugin_->api().event_destroy, handle_, generation_);
 }
 
 void Event::record(const Stream& stream) {
@@ -110,16 +119,19 @@ double Event::elapsed_ms(const Event& start, const Event& end) {
 // ------------------------------------------------------------------ Comm
 
 Comm::Comm(std::shared_ptr<Plugin> plugin, accel_comm* handle)
-    : plugin_(std::move(plugin)), handle_(handle) {}
+    : plugin_(std::move(plugin)), handle_(handle), generation_(plugin_->generation()) {}
 
 Comm::Comm(Comm&& other) noexcept
-    : plugin_(std::move(other.plugin_)), handle_(std::exchange(other.handle_, nullptr)) {}
+    : plugin_(std::move(other.plugin_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      generation_(other.generation_) {}
 
 Comm& Comm::operator=(Comm&& other) noexcept {
   if (this != &other) {
     reset();
     plugin_ = std::move(other.plugin_);
     handle_ = std::exchange(other.handle_, nullptr);
+    generation_ = other.generation_;
   }
   return *this;
 }
@@ -127,7 +139,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
 Comm::~Comm() { reset(); }
 
 void Comm::reset() {
-  if (plugin_) release(plugin_, "comm_destroy", plugin_->api().comm_destroy, handle_);
+  if (plugin_) release(plugin_, "comm_destroy", plugin_->api().comm_destroy, handle_, generation_);
 }
 
 accel_collective_args Comm::prepared(accel_collective_args args) const {

@@ -80,6 +80,7 @@ void Plugin::init(const BackendOptions& options) {
 void Plugin::shutdown() {
   if (!initialized_) return;
   initialized_ = false;  // handles still alive are destroyed by the plugin
+  ++generation_;
   call("shutdown", api_->shutdown);
 }
 
