@@ -1,19 +1,18 @@
 // Shared flags, parsing and the config file lookup.
 #include "cli_common.hpp"
 
-#include <cstdlib>
-
 #include <spdlog/spdlog.h>
 #include <toml++/toml.h>
+
+#include <cstdlib>
 
 namespace accelrun {
 
 void PluginFlags::add_to(po::options_description& options) {
-  options.add_options()
-      ("plugin-dir", po::value(&plugin_dirs)->value_name("DIR"),
-       "also search DIR for plugins, before every other directory (repeatable)")
-      ("allow-untrusted-plugins", po::bool_switch(&allow_untrusted),
-       "development only: load plugins that are world-writable or owned by another user");
+  options.add_options()("plugin-dir", po::value(&plugin_dirs)->value_name("DIR"),
+                        "also search DIR for plugins, before every other directory (repeatable)")(
+      "allow-untrusted-plugins", po::bool_switch(&allow_untrusted),
+      "development only: load plugins that are world-writable or owned by another user");
 }
 
 accel::SearchOptions PluginFlags::search_options() const {

@@ -2,13 +2,12 @@
 // search flags and the config file in effect.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "accel/plugin_registry.hpp"
 #include "commands.hpp"

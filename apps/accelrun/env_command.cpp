@@ -30,7 +30,8 @@ std::string os_pretty_name() {
   while (std::getline(in, line)) {
     if (line.rfind("PRETTY_NAME=", 0) != 0) continue;
     std::string value = line.substr(12);
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
     return value;
   }
   return "unknown distribution";
@@ -44,12 +45,14 @@ std::string os_line() {
 
 std::string gib(uint64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  std::snprintf(text, sizeof text, "%.1f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return text;
 }
 
 void print_versions() {
-  std::cout << "accelrun:   " << accel::build_info::kVersion << " (" << accel::build_info::kBuildType << ")\n"
+  std::cout << "accelrun:   " << accel::build_info::kVersion << " ("
+            << accel::build_info::kBuildType << ")\n"
             << "plugin ABI: " << accel::host_abi_version().str() << "\n"
             << "LibTorch:   " << accel::build_info::kTorchVersion << "\n"
             << "compiler:   " << accel::build_info::kCompiler << "\n"
@@ -62,7 +65,8 @@ void print_config_file() {
   if (file && std::filesystem::is_regular_file(*file, ec)) {
     std::cout << "config:     " << file->string() << "\n";
   } else {
-    std::cout << "config:     none" << (file ? " (no " + file->string() + ")" : std::string()) << "\n";
+    std::cout << "config:     none" << (file ? " (no " + file->string() + ")" : std::string())
+              << "\n";
   }
 }
 
@@ -81,8 +85,9 @@ void print_plugins(const accel::PluginRegistry& registry) {
   if (registry.candidates().empty()) std::cout << "  none\n";
   for (const auto& d : registry.candidates()) {
     if (d.loaded()) {
-      std::cout << "  " << d.info->name << " " << d.info->plugin_version << " (ABI " << d.plugin_abi->str()
-                << ", " << d.info->vendor << "): " << accel::to_string(d.status)
+      std::cout << "  " << d.info->name << " " << d.info->plugin_version << " (ABI "
+                << d.plugin_abi->str() << ", " << d.info->vendor
+                << "): " << accel::to_string(d.status)
                 << (d.availability->available ? "" : ": " + d.availability->reason) << ", "
                 << *d.device_count << " device(s); " << d.path.string() << "\n";
     } else {
@@ -96,9 +101,10 @@ void print_devices(accel::Plugin& plugin) {
     plugin.init();
     for (int32_t i = 0; i < plugin.device_count(); ++i) {
       const accel::DeviceProperties p = plugin.device_properties(i);
-      std::cout << "  " << plugin.name() << ":" << i << "  " << p.name << ", " << gib(p.total_memory_bytes)
-                << ", " << p.compute_units << " compute units, capability " << p.capability_major << "."
-                << p.capability_minor << "\n";
+      std::cout << "  " << plugin.name() << ":" << i << "  " << p.name << ", "
+                << gib(p.total_memory_bytes) << ", " << p.compute_units
+                << " compute units, capability " << p.capability_major << "." << p.capability_minor
+                << "\n";
     }
     plugin.shutdown();
   } catch (const accel::BackendError& e) {
@@ -118,7 +124,8 @@ int env_command(const Args& args) {
     std::cout << kEnvHelp << options;
     return kExitOk;
   }
-  const auto registry = accel::PluginRegistry::discover(flags.search_options(), flags.load_options());
+  const auto registry =
+      accel::PluginRegistry::discover(flags.search_options(), flags.load_options());
   print_versions();
   print_config_file();
   print_search_path(registry);

@@ -49,7 +49,8 @@ void print_help() {
 
 std::string command_names() {
   std::string names;
-  for (const auto& command : kCommands) names += (names.empty() ? "" : ", ") + std::string(command.name);
+  for (const auto& command : kCommands)
+    names += (names.empty() ? "" : ", ") + std::string(command.name);
   return names;
 }
 

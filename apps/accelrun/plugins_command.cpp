@@ -1,7 +1,6 @@
 // accelrun plugins [--json] [--plugin-dir DIR]...   and   accelrun plugins check PATH
 #include <algorithm>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "cli_common.hpp"
@@ -39,12 +38,17 @@ std::string candidate_name(const PluginDiagnostic& d) {
 
 std::string status_text(const PluginDiagnostic& d) {
   switch (d.status) {
-    case CandidateStatus::kAvailable: return "available";
-    case CandidateStatus::kUnavailable: return "unavailable: " + d.availability->reason;
-    case CandidateStatus::kShadowed: return "shadowed";
-    case CandidateStatus::kInvalid: break;
+    case CandidateStatus::kAvailable:
+      return "available";
+    case CandidateStatus::kUnavailable:
+      return "unavailable: " + d.availability->reason;
+    case CandidateStatus::kShadowed:
+      return "shadowed";
+    case CandidateStatus::kInvalid:
+      break;
   }
-  const auto failed = std::find_if(d.steps.begin(), d.steps.end(), [](const auto& s) { return !s.ok; });
+  const auto failed =
+      std::find_if(d.steps.begin(), d.steps.end(), [](const auto& s) { return !s.ok; });
   return "invalid (" + (failed != d.steps.end() ? failed->stage : std::string("?")) + ")";
 }
 
@@ -65,7 +69,8 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
 }
 
 void print_listing(const accel::PluginRegistry& registry) {
-  std::vector<std::vector<std::string>> rows = {{"NAME", "VERSION", "ABI", "DEVICES", "STATUS", "PATH"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "VERSION", "ABI", "DEVICES", "STATUS", "PATH"}};
   for (const auto& d : registry.candidates()) {
     rows.push_back({candidate_name(d), d.info ? d.info->plugin_version : "-",
                     d.plugin_abi ? d.plugin_abi->str() : "-",
@@ -74,7 +79,8 @@ void print_listing(const accel::PluginRegistry& registry) {
   }
   if (registry.candidates().empty()) {
     std::cout << "No plugins found. Searched:\n";
-    for (const auto& dir : registry.search_path().dirs) std::cout << "  " << dir.dir.string() << "\n";
+    for (const auto& dir : registry.search_path().dirs)
+      std::cout << "  " << dir.dir.string() << "\n";
   } else {
     print_table(rows);
   }
@@ -84,7 +90,9 @@ void print_listing(const accel::PluginRegistry& registry) {
     if (!header) std::cout << "\nDiagnostics:\n";
     header = true;
     std::cout << "  " << d.path.string() << "\n";
-    if (!d.loaded()) std::cout << "    " << (d.status == CandidateStatus::kShadowed ? "" : "error: ") << d.error << "\n";
+    if (!d.loaded())
+      std::cout << "    " << (d.status == CandidateStatus::kShadowed ? "" : "error: ") << d.error
+                << "\n";
     for (const auto& warning : d.warnings) std::cout << "    warning: " << warning << "\n";
   }
   for (const auto& note : registry.search_path().notes) std::cout << "note: " << note << "\n";
@@ -92,7 +100,8 @@ void print_listing(const accel::PluginRegistry& registry) {
 
 json to_json(const PluginDiagnostic& d) {
   json steps = json::array();
-  for (const auto& s : d.steps) steps.push_back({{"stage", s.stage}, {"ok", s.ok}, {"detail", s.detail}});
+  for (const auto& s : d.steps)
+    steps.push_back({{"stage", s.stage}, {"ok", s.ok}, {"detail", s.detail}});
   json j = {{"name", candidate_name(d)},
             {"path", d.path.string()},
             {"origin", d.origin},
@@ -106,12 +115,16 @@ json to_json(const PluginDiagnostic& d) {
             {"warnings", d.warnings},
             {"steps", steps}};
   if (d.info) {
-    j["info"] = {{"name", d.info->name}, {"plugin_version", d.info->plugin_version},
-                 {"vendor", d.info->vendor}, {"device_type", d.info->device_type},
+    j["info"] = {{"name", d.info->name},
+                 {"plugin_version", d.info->plugin_version},
+                 {"vendor", d.info->vendor},
+                 {"device_type", d.info->device_type},
                  {"collective_library", d.info->collective_library},
                  {"visible_devices_env", d.info->visible_devices_env}};
   }
-  if (d.availability) j["availability"] = {{"available", d.availability->available}, {"reason", d.availability->reason}};
+  if (d.availability)
+    j["availability"] = {{"available", d.availability->available},
+                         {"reason", d.availability->reason}};
   return j;
 }
 
@@ -154,13 +167,17 @@ int check(const std::string& path, const PluginFlags& flags, bool as_json) {
     return ok ? kExitOk : kExitFailure;
   }
   std::cout << "Checking " << d.path.string() << " (host ABI " << d.host_abi.str() << ")\n";
-  for (const auto& s : d.steps) std::cout << (s.ok ? "  ok    " : "  FAIL  ") << s.stage << ": " << s.detail << "\n";
+  for (const auto& s : d.steps)
+    std::cout << (s.ok ? "  ok    " : "  FAIL  ") << s.stage << ": " << s.detail << "\n";
   for (const auto& w : d.warnings) std::cout << "  warn  " << w << "\n";
   if (!ok) {
-    std::cout << "Result: not usable: " << (d.error.empty() ? d.steps.back().detail : d.error) << "\n";
+    std::cout << "Result: not usable: " << (d.error.empty() ? d.steps.back().detail : d.error)
+              << "\n";
   } else {
     std::cout << "Result: usable as backend '" << d.info->name << "'"
-              << (d.status == CandidateStatus::kAvailable ? "" : " (unavailable here: " + d.availability->reason + ")")
+              << (d.status == CandidateStatus::kAvailable
+                      ? ""
+                      : " (unavailable here: " + d.availability->reason + ")")
               << "\n";
   }
   return ok ? kExitOk : kExitFailure;
@@ -173,7 +190,8 @@ int plugins_command(const Args& args) {
   bool as_json = false;
   std::vector<std::string> positional_args;
   po::options_description options("Options");
-  options.add_options()("help,h", "this help")("json", po::bool_switch(&as_json), "machine-readable output");
+  options.add_options()("help,h", "this help")("json", po::bool_switch(&as_json),
+                                               "machine-readable output");
   flags.add_to(options);
   po::options_description all;
   all.add(options).add_options()("args", po::value(&positional_args));
@@ -185,7 +203,8 @@ int plugins_command(const Args& args) {
     return kExitOk;
   }
   if (positional_args.empty()) {
-    const auto registry = accel::PluginRegistry::discover(flags.search_options(), flags.load_options());
+    const auto registry =
+        accel::PluginRegistry::discover(flags.search_options(), flags.load_options());
     as_json ? print_json(registry) : print_listing(registry);
     return kExitOk;
   }
@@ -194,7 +213,8 @@ int plugins_command(const Args& args) {
                      "use `accelrun plugins` or `accelrun plugins check PATH`");
   }
   if (positional_args.size() != 2) {
-    throw UsageError("`plugins check` takes exactly one PATH", "e.g. `accelrun plugins check ./libbackend_cpu.so`");
+    throw UsageError("`plugins check` takes exactly one PATH",
+                     "e.g. `accelrun plugins check ./libbackend_cpu.so`");
   }
   return check(positional_args[1], flags, as_json);
 }

@@ -7,11 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
 
@@ -25,8 +24,8 @@ struct CliRun {
 // A private, empty config home so the user's own config never leaks into a test.
 const fs::path& config_home() {
   static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() /
-                 ("accel_cli_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}()));
+    fs::path d = fs::temp_directory_path() / ("accel_cli_" + std::to_string(::getpid()) + "_" +
+                                              std::to_string(std::random_device{}()));
     fs::create_directories(d);
     return d;
   }();
@@ -44,8 +43,9 @@ class CleanUp : public ::testing::Environment {
 const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
 
 CliRun accelrun(const std::string& args, const std::string& env = "") {
-  const std::string command = "env -u ACCEL_PLUGIN_PATH XDG_CONFIG_HOME='" + config_home().string() +
-                              "' " + env + " '" ACCELRUN_BINARY "' " + args + " 2>&1";
+  const std::string command = "env -u ACCEL_PLUGIN_PATH XDG_CONFIG_HOME='" +
+                              config_home().string() + "' " + env + " '" ACCELRUN_BINARY "' " +
+                              args + " 2>&1";
   CliRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -57,7 +57,9 @@ CliRun accelrun(const std::string& args, const std::string& env = "") {
   return run;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // The table line of a backend: starts with the name followed by spaces.
 std::string table_line(const std::string& out, const std::string& name) {
@@ -100,9 +102,10 @@ TEST(Plugins, BadFixturesAreDiagnosedAndTheGoodOnesListed) {
 
 TEST(Plugins, DuplicateInALaterDirectoryIsShadowed) {
   const CliRun run = accelrun(std::string("plugins --plugin-dir ") + ACCEL_TEST_GOOD_DIR +
-                           " --plugin-dir " + ACCEL_TEST_DUP_DIR);
+                              " --plugin-dir " + ACCEL_TEST_DUP_DIR);
   EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_TRUE(contains(run.out, std::string("shadowed by ") + ACCEL_TEST_GOOD_DIR + "/libbackend_c.so"))
+  EXPECT_TRUE(
+      contains(run.out, std::string("shadowed by ") + ACCEL_TEST_GOOD_DIR + "/libbackend_c.so"))
       << run.out;
 }
 
@@ -137,9 +140,9 @@ TEST(PluginsCheck, GoodPluginPassesEveryStep) {
   const CliRun run = accelrun(std::string("plugins check ") + ACCEL_TEST_C_PLUGIN);
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_FALSE(contains(run.out, "FAIL")) << run.out;
-  for (const char* stage : {"file:", "trust:", "ELF:", "load:", "entry symbol:", "ABI version:",
-                            "table size:", "required entries:", "info:", "availability:",
-                            "device count:", "init + shutdown:"}) {
+  for (const char* stage :
+       {"file:", "trust:", "ELF:", "load:", "entry symbol:", "ABI version:", "table size:",
+        "required entries:", "info:", "availability:", "device count:", "init + shutdown:"}) {
     EXPECT_TRUE(contains(run.out, std::string("ok    ") + stage)) << stage << "\n" << run.out;
   }
   EXPECT_TRUE(contains(run.out, "Result: usable as backend 'c'")) << run.out;
@@ -153,8 +156,10 @@ TEST(PluginsCheck, BadPluginsExitNonzeroAndSayWhy) {
   } cases[] = {
       {"libbackend_abi_new.so", "FAIL  ABI version: plugin ABI 2.0, host ABI 1.0"},
       {"libbackend_text.so", "FAIL  ELF: invalid ELF header"},
-      {"libbackend_null_entry.so", "FAIL  required entries: required entry device_get_count is NULL"},
-      {"libbackend_init_error.so", "FAIL  init + shutdown: backend 'init_error': init failed (UNAVAILABLE)"},
+      {"libbackend_null_entry.so",
+       "FAIL  required entries: required entry device_get_count is NULL"},
+      {"libbackend_init_error.so",
+       "FAIL  init + shutdown: backend 'init_error': init failed (UNAVAILABLE)"},
       {"libbackend_throws.so", "let a C++ exception escape across the C ABI"},
       {"libbackend_nonexistent.so", "FAIL  file: no such file"},
   };
@@ -167,7 +172,8 @@ TEST(PluginsCheck, BadPluginsExitNonzeroAndSayWhy) {
 }
 
 TEST(PluginsCheck, NewerMinorIsUsableWithAWarning) {
-  const CliRun run = accelrun(std::string("plugins check ") + ACCEL_TEST_BAD_DIR + "/libbackend_minor_new.so");
+  const CliRun run =
+      accelrun(std::string("plugins check ") + ACCEL_TEST_BAD_DIR + "/libbackend_minor_new.so");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   EXPECT_TRUE(contains(run.out, "warn  plugin ABI 1.1 is newer than host ABI 1.0")) << run.out;
 }
@@ -208,14 +214,15 @@ TEST(Env, EnvironmentAndConfigDirectoriesAreSearchedInOrder) {
   std::ofstream(config / "accelrun" / "default_config.toml")
       << "plugin_dirs = [\"" << ACCEL_TEST_DUP_DIR << "\"]\n";
   const CliRun run = accelrun("env", std::string("ACCEL_PLUGIN_PATH=") + ACCEL_TEST_GOOD_DIR +
-                                      " XDG_CONFIG_HOME='" + config.string() + "'");
+                                         " XDG_CONFIG_HOME='" + config.string() + "'");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   const auto env_at = run.out.find(std::string(ACCEL_TEST_GOOD_DIR) + "  [ACCEL_PLUGIN_PATH]");
   const auto config_at = run.out.find(std::string(ACCEL_TEST_DUP_DIR) + "  [config plugin_dirs]");
   ASSERT_NE(env_at, std::string::npos) << run.out;
   ASSERT_NE(config_at, std::string::npos) << run.out;
   EXPECT_LT(env_at, config_at);
-  EXPECT_TRUE(contains(run.out, "config:     " + (config / "accelrun" / "default_config.toml").string()))
+  EXPECT_TRUE(
+      contains(run.out, "config:     " + (config / "accelrun" / "default_config.toml").string()))
       << run.out;
   EXPECT_TRUE(contains(run.out, "shadowed by")) << run.out;  // the config dir's copy of c
 }
@@ -223,7 +230,9 @@ TEST(Env, EnvironmentAndConfigDirectoriesAreSearchedInOrder) {
 TEST(Usage, UnknownCommandIsOneLineWithTheFix) {
   const CliRun run = accelrun("plugns");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.out, "accelrun: unknown command 'plugns' (the commands are plugins, env; see `accelrun --help`)\n");
+  EXPECT_EQ(run.out,
+            "accelrun: unknown command 'plugns' (the commands are plugins, env; see `accelrun "
+            "--help`)\n");
 }
 
 TEST(Usage, UnknownFlagNamesTheCommandsHelp) {

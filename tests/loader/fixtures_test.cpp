@@ -115,13 +115,17 @@ TEST(BadPlugins, NewerMinorLoadsAndItsNewEntriesAreUnused) {
   ASSERT_TRUE(d.plugin_abi);
   EXPECT_EQ(d.plugin_abi->str(), "1.1");
   ASSERT_EQ(d.warnings.size(), 1u);
-  EXPECT_TRUE(contains(d.warnings[0], "plugin ABI 1.1 is newer than host ABI 1.0")) << d.warnings[0];
+  EXPECT_TRUE(contains(d.warnings[0], "plugin ABI 1.1 is newer than host ABI 1.0"))
+      << d.warnings[0];
   auto plugin = bad_registry().find("minor_new");
   ASSERT_TRUE(plugin);
   EXPECT_GT(plugin->api().struct_size, static_cast<size_t>(ACCEL_BACKEND_API_STRUCT_SIZE));
   // The appended entry aborts if called: a full round of calls must not reach it.
   plugin->init();
-  { Stream stream = plugin->create_stream(0); stream.synchronize(); }
+  {
+    Stream stream = plugin->create_stream(0);
+    stream.synchronize();
+  }
   plugin->shutdown();
 }
 

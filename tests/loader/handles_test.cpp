@@ -86,10 +86,12 @@ TEST(Handles, HostFunctionRunsOnTheStream) {
   ASSERT_TRUE(plugin);
   Stream stream = plugin->create_stream(0);
   int ran = 0;
-  stream.enqueue_host_fn([](void* data) -> accel_error* {
-    ++*static_cast<int*>(data);
-    return nullptr;
-  }, &ran);
+  stream.enqueue_host_fn(
+      [](void* data) -> accel_error* {
+        ++*static_cast<int*>(data);
+        return nullptr;
+      },
+      &ran);
   EXPECT_EQ(ran, 1);
 }
 

@@ -62,8 +62,9 @@ TEST(CPlugin, PluginErrorBecomesBackendError) {
     EXPECT_EQ(e.call(), "device_get_properties");
     EXPECT_EQ(e.code(), ACCEL_STATUS_INVALID_ARGUMENT);
     EXPECT_EQ(e.message(), "device index out of range");
-    EXPECT_STREQ(e.what(),
-                 "backend 'c': device_get_properties failed (INVALID_ARGUMENT): device index out of range");
+    EXPECT_STREQ(
+        e.what(),
+        "backend 'c': device_get_properties failed (INVALID_ARGUMENT): device index out of range");
   }
 }
 
@@ -109,7 +110,8 @@ TEST(CPlugin, HostApiGivesFrameworkOptionsAndLogSink) {
   }
   spdlog::set_default_logger(previous);
   const std::string log = captured.str();
-  EXPECT_TRUE(contains(log, "[plugin c] init under libtorch " + std::string(build_info::kTorchVersion)))
+  EXPECT_TRUE(
+      contains(log, "[plugin c] init under libtorch " + std::string(build_info::kTorchVersion)))
       << log;
   EXPECT_TRUE(contains(log, "option greeting=hello")) << log;
   EXPECT_TRUE(contains(log, "option threads=4")) << log;

@@ -51,8 +51,8 @@ TEST_F(TrustTest, WorldWritableFileIsRefused) {
   fs::permissions(file_, fs::perms(0666));
   const LoadResult result = load_plugin(file_);
   EXPECT_FALSE(result.plugin);
-  EXPECT_TRUE(contains(result.diagnostic.error, "file " + fs::canonical(file_).string() +
-                                                    " is world-writable"))
+  EXPECT_TRUE(contains(result.diagnostic.error,
+                       "file " + fs::canonical(file_).string() + " is world-writable"))
       << result.diagnostic.error;
 }
 
@@ -79,7 +79,8 @@ TEST_F(TrustTest, FileOwnedByAnotherUserIsRefused) {
   ASSERT_EQ(::chown(file_.c_str(), 65534, 65534), 0);
   const LoadResult result = load_plugin(file_);
   EXPECT_FALSE(result.plugin);
-  EXPECT_TRUE(contains(result.diagnostic.error, "is owned by uid 65534")) << result.diagnostic.error;
+  EXPECT_TRUE(contains(result.diagnostic.error, "is owned by uid 65534"))
+      << result.diagnostic.error;
 }
 
 }  // namespace

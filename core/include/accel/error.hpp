@@ -22,8 +22,7 @@ std::string status_code_name(accel_status_code code);
 // exception across the C boundary, or an entry the call needs is not implemented.
 class BackendError : public std::runtime_error {
  public:
-  BackendError(std::string plugin, std::string call, accel_status_code code,
-               std::string message);
+  BackendError(std::string plugin, std::string call, accel_status_code code, std::string message);
 
   // The backend name ("cpu") or, before its info is known, the plugin's file path.
   const std::string& plugin() const noexcept { return plugin_; }

@@ -35,8 +35,8 @@ namespace accel {
 struct SearchOptions {
   std::vector<std::filesystem::path> cli_dirs;     // --plugin-dir, in order
   std::vector<std::filesystem::path> config_dirs;  // the config's plugin_dirs
-  bool use_environment = true;   // read ACCEL_PLUGIN_PATH
-  bool use_default_dirs = true;  // the installed and build-tree directories
+  bool use_environment = true;                     // read ACCEL_PLUGIN_PATH
+  bool use_default_dirs = true;                    // the installed and build-tree directories
 };
 
 struct SearchDir {
@@ -118,8 +118,7 @@ LoadResult load_plugin(const std::filesystem::path& file, const LoadOptions& opt
 
 class PluginRegistry {
  public:
-  static PluginRegistry discover(const SearchOptions& search = {},
-                                 const LoadOptions& load = {});
+  static PluginRegistry discover(const SearchOptions& search = {}, const LoadOptions& load = {});
 
   const SearchPath& search_path() const noexcept { return search_path_; }
   // Every candidate, in discovery order.

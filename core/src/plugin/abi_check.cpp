@@ -34,20 +34,23 @@ static std::pair<const char*, bool> entry(const char* name, Fn* fn) {
 #define ACCEL_ENTRY(api, field) entry(#field, (api).field)
 
 std::string missing_required_entry(const accel_backend_api& api) {
-  const std::pair<const char*, bool> always[] = {
-      ACCEL_ENTRY(api, error_get_code),   ACCEL_ENTRY(api, error_get_message),
-      ACCEL_ENTRY(api, error_destroy),    ACCEL_ENTRY(api, error_create),
-      ACCEL_ENTRY(api, init),
-      ACCEL_ENTRY(api, shutdown),         ACCEL_ENTRY(api, info_get),
-      ACCEL_ENTRY(api, device_get_availability), ACCEL_ENTRY(api, device_get_count)};
+  const std::pair<const char*, bool> always[] = {ACCEL_ENTRY(api, error_get_code),
+                                                 ACCEL_ENTRY(api, error_get_message),
+                                                 ACCEL_ENTRY(api, error_destroy),
+                                                 ACCEL_ENTRY(api, error_create),
+                                                 ACCEL_ENTRY(api, init),
+                                                 ACCEL_ENTRY(api, shutdown),
+                                                 ACCEL_ENTRY(api, info_get),
+                                                 ACCEL_ENTRY(api, device_get_availability),
+                                                 ACCEL_ENTRY(api, device_get_count)};
   for (const auto& [name, set] : always) {
     if (!set) return name;
   }
   if (api.comm_create == nullptr) return "";
   const std::pair<const char*, bool> collectives[] = {
-      ACCEL_ENTRY(api, comm_destroy),    ACCEL_ENTRY(api, comm_abort),
+      ACCEL_ENTRY(api, comm_destroy),         ACCEL_ENTRY(api, comm_abort),
       ACCEL_ENTRY(api, comm_get_async_error), ACCEL_ENTRY(api, comm_all_reduce),
-      ACCEL_ENTRY(api, comm_broadcast),  ACCEL_ENTRY(api, comm_all_gather),
+      ACCEL_ENTRY(api, comm_broadcast),       ACCEL_ENTRY(api, comm_all_gather),
       ACCEL_ENTRY(api, comm_barrier)};
   for (const auto& [name, set] : collectives) {
     if (!set) return name;

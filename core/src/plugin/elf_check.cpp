@@ -35,7 +35,8 @@ static std::string header_problem(const Ehdr& header, const std::string& bytes) 
            (header.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") + "-bit, this host is " +
            (host_class == ELFCLASS32 ? "32" : "64") + "-bit";
   }
-  if (header.e_type != ET_DYN) return "not a shared library (ELF type " + std::to_string(header.e_type) + ")";
+  if (header.e_type != ET_DYN)
+    return "not a shared library (ELF type " + std::to_string(header.e_type) + ")";
   return "";
 }
 

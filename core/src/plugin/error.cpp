@@ -5,15 +5,24 @@ namespace accel {
 
 std::string status_code_name(accel_status_code code) {
   switch (code) {
-    case ACCEL_STATUS_OK: return "OK";
-    case ACCEL_STATUS_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case ACCEL_STATUS_UNAVAILABLE: return "UNAVAILABLE";
-    case ACCEL_STATUS_UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case ACCEL_STATUS_TIMEOUT: return "TIMEOUT";
-    case ACCEL_STATUS_ABORTED: return "ABORTED";
-    case ACCEL_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case ACCEL_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case ACCEL_STATUS_INTERNAL: return "INTERNAL";
+    case ACCEL_STATUS_OK:
+      return "OK";
+    case ACCEL_STATUS_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case ACCEL_STATUS_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case ACCEL_STATUS_UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case ACCEL_STATUS_TIMEOUT:
+      return "TIMEOUT";
+    case ACCEL_STATUS_ABORTED:
+      return "ABORTED";
+    case ACCEL_STATUS_OUT_OF_MEMORY:
+      return "OUT_OF_MEMORY";
+    case ACCEL_STATUS_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case ACCEL_STATUS_INTERNAL:
+      return "INTERNAL";
   }
   return "STATUS_" + std::to_string(static_cast<int>(code));
 }

@@ -47,7 +47,8 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 Stream::~Stream() { reset(); }
 
 void Stream::reset() {
-  if (plugin_) release(plugin_, "stream_destroy", plugin_->api().stream_destroy, handle_, generation_);
+  if (plugin_)
+    release(plugin_, "stream_destroy", plugin_->api().stream_destroy, handle_, generation_);
 }
 
 void Stream::synchronize() {
@@ -92,7 +93,8 @@ Event& Event::operator=(Event&& other) noexcept {
 Event::~Event() { reset(); }
 
 void Event::reset() {
-  if (plugin_) release(plugin_, "event_destroy", plugin_->api().event_destroy, handle_, generation_);
+  if (plugin_)
+    release(plugin_, "event_destroy", plugin_->api().event_destroy, handle_, generation_);
 }
 
 void Event::record(const Stream& stream) {
@@ -148,10 +150,10 @@ accel_collective_args Comm::prepared(accel_collective_args args) const {
   return args;
 }
 
-#define ACCEL_COLLECTIVE(method, entry)                               \
-  void Comm::method(accel_collective_args args) {                     \
-    const accel_collective_args full = prepared(args);                \
-    plugin_->call(#entry, plugin_->api().entry, &full);               \
+#define ACCEL_COLLECTIVE(method, entry)                 \
+  void Comm::method(accel_collective_args args) {       \
+    const accel_collective_args full = prepared(args);  \
+    plugin_->call(#entry, plugin_->api().entry, &full); \
   }
 ACCEL_COLLECTIVE(all_reduce, comm_all_reduce)
 ACCEL_COLLECTIVE(broadcast, comm_broadcast)

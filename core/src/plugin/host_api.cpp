@@ -9,11 +9,16 @@ namespace accel {
 
 static spdlog::level::level_enum spdlog_level(accel_log_level level) {
   switch (level) {
-    case ACCEL_LOG_TRACE: return spdlog::level::trace;
-    case ACCEL_LOG_DEBUG: return spdlog::level::debug;
-    case ACCEL_LOG_INFO: return spdlog::level::info;
-    case ACCEL_LOG_WARN: return spdlog::level::warn;
-    case ACCEL_LOG_ERROR: return spdlog::level::err;
+    case ACCEL_LOG_TRACE:
+      return spdlog::level::trace;
+    case ACCEL_LOG_DEBUG:
+      return spdlog::level::debug;
+    case ACCEL_LOG_INFO:
+      return spdlog::level::info;
+    case ACCEL_LOG_WARN:
+      return spdlog::level::warn;
+    case ACCEL_LOG_ERROR:
+      return spdlog::level::err;
   }
   return spdlog::level::info;
 }

@@ -25,8 +25,7 @@ bool open_library(const std::filesystem::path& path, boost::dll::shared_library&
   }
 }
 
-void* find_symbol(const boost::dll::shared_library& library, const char* name,
-                  std::string& error) {
+void* find_symbol(const boost::dll::shared_library& library, const char* name, std::string& error) {
   try {
     return &library.get<char>(name);  // the symbol's address
   } catch (const std::exception& e) {

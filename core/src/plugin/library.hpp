@@ -1,10 +1,9 @@
 // The shared library behind a Plugin: Boost.DLL with the loader's real error text.
 #pragma once
 
+#include <boost/dll/shared_library.hpp>
 #include <filesystem>
 #include <string>
-
-#include <boost/dll/shared_library.hpp>
 
 #include "accel/plugin.hpp"
 
@@ -20,8 +19,7 @@ bool open_library(const std::filesystem::path& path, boost::dll::shared_library&
                   std::string& error);
 
 // dlsym; nullptr with error set to dlerror's text when the symbol is absent.
-void* find_symbol(const boost::dll::shared_library& library, const char* name,
-                  std::string& error);
+void* find_symbol(const boost::dll::shared_library& library, const char* name, std::string& error);
 
 // The "dlerror system message" inside a Boost.DLL exception's what(), or what()
 // itself when there is none.

@@ -18,7 +18,9 @@ struct PluginLoader {
   std::shared_ptr<Plugin> plugin{new Plugin()};
   accel_backend_get_api_fn get_api = nullptr;
 
-  void pass(const char* stage, std::string detail) { d.steps.push_back({stage, true, std::move(detail)}); }
+  void pass(const char* stage, std::string detail) {
+    d.steps.push_back({stage, true, std::move(detail)});
+  }
 
   bool fail(const char* stage, std::string error, std::string missing = "") {
     d.steps.push_back({stage, false, error});
@@ -32,7 +34,8 @@ struct PluginLoader {
     std::error_code ec;
     const fs::file_status status = fs::status(d.path, ec);
     if (!fs::exists(status)) return fail("file", "no such file: " + d.path.string());
-    if (!fs::is_regular_file(status)) return fail("file", d.path.string() + " is not a regular file");
+    if (!fs::is_regular_file(status))
+      return fail("file", d.path.string() + " is not a regular file");
     const auto size = fs::file_size(d.path, ec);
     if (!ec && size == 0) return fail("file", "empty file (0 bytes): not a shared library");
     pass("file", std::to_string(size) + " bytes");
@@ -95,7 +98,8 @@ struct PluginLoader {
                                      " threw a C++ exception across the C ABI");
     }
     const accel_backend_api* api = plugin->api_;
-    if (api == nullptr) return fail("ABI version", std::string(ACCEL_BACKEND_ENTRY_SYMBOL) + " returned NULL");
+    if (api == nullptr)
+      return fail("ABI version", std::string(ACCEL_BACKEND_ENTRY_SYMBOL) + " returned NULL");
     if (api->struct_size < kTableVersionFieldsSize) {
       return fail("ABI version", "table struct_size " + std::to_string(api->struct_size) +
                                      " is too small to hold the ABI version");
@@ -146,8 +150,11 @@ struct PluginLoader {
                               "'; rename the file to libbackend_" + out.name + ".so");
     }
     auto owned = [](const char* s) { return std::string(s != nullptr ? s : ""); };
-    plugin->info_ = {out.name, owned(out.plugin_version), owned(out.vendor),
-                     owned(out.device_type), owned(out.collective_library),
+    plugin->info_ = {out.name,
+                     owned(out.plugin_version),
+                     owned(out.vendor),
+                     owned(out.device_type),
+                     owned(out.collective_library),
                      owned(out.visible_devices_env)};
     d.info = plugin->info_;
     pass("info", "name " + plugin->info_.name + ", version " + plugin->info_.plugin_version +
@@ -159,8 +166,8 @@ struct PluginLoader {
   bool probe() {
     try {
       d.availability = plugin->availability();
-      pass("availability", d.availability->available ? "available"
-                                                     : "unavailable: " + d.availability->reason);
+      pass("availability",
+           d.availability->available ? "available" : "unavailable: " + d.availability->reason);
     } catch (const BackendError& e) {
       return fail("availability", e.what());
     }
@@ -170,7 +177,8 @@ struct PluginLoader {
     } catch (const BackendError& e) {
       return fail("device count", e.what());
     }
-    d.status = d.availability->available ? CandidateStatus::kAvailable : CandidateStatus::kUnavailable;
+    d.status =
+        d.availability->available ? CandidateStatus::kAvailable : CandidateStatus::kUnavailable;
     return true;
   }
 
@@ -178,8 +186,8 @@ struct PluginLoader {
     d.path = fs::absolute(d.path);
     plugin->path_ = d.path;
     plugin->log_name_ = backend_name_from_file(d.path).value_or(d.path.filename().string());
-    const bool ok = check_file() && check_trust() && check_elf() && open() && find_entry() && negotiate() &&
-                    check_size() && check_required() && read_info() && probe();
+    const bool ok = check_file() && check_trust() && check_elf() && open() && find_entry() &&
+                    negotiate() && check_size() && check_required() && read_info() && probe();
     if (!ok) return {nullptr, std::move(d)};
     return {std::move(plugin), std::move(d)};
   }

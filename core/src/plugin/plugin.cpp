@@ -7,9 +7,7 @@
 
 namespace accel {
 
-std::string AbiVersion::str() const {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
+std::string AbiVersion::str() const { return std::to_string(major) + "." + std::to_string(minor); }
 
 AbiVersion host_abi_version() { return {ACCEL_ABI_VERSION_MAJOR, ACCEL_ABI_VERSION_MINOR}; }
 
@@ -45,9 +43,7 @@ BackendError Plugin::take_error(const char* entry, accel_error* error) const {
   return BackendError(error_source(), entry, code, message);
 }
 
-void Plugin::raise(const char* entry, accel_error* error) const {
-  throw take_error(entry, error);
-}
+void Plugin::raise(const char* entry, accel_error* error) const { throw take_error(entry, error); }
 
 void Plugin::raise_unimplemented(const char* entry) const {
   throw BackendError(error_source(), entry, ACCEL_STATUS_UNIMPLEMENTED,
@@ -109,8 +105,8 @@ PrecisionSupport Plugin::precision_support(int32_t device, accel_dtype dtype) co
   query.device = device;
   query.dtype = dtype;
   call("precision_query", api_->precision_query, &query);
-  return {query.autocast_supported, owned(query.autocast_reason),
-          query.grad_scaling_supported, owned(query.grad_scaling_reason)};
+  return {query.autocast_supported, owned(query.autocast_reason), query.grad_scaling_supported,
+          owned(query.grad_scaling_reason)};
 }
 
 // --------------------------------------------------------------- Devices

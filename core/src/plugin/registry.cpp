@@ -10,10 +10,14 @@ namespace accel {
 
 std::string_view to_string(CandidateStatus status) {
   switch (status) {
-    case CandidateStatus::kAvailable: return "available";
-    case CandidateStatus::kUnavailable: return "unavailable";
-    case CandidateStatus::kInvalid: return "invalid";
-    case CandidateStatus::kShadowed: return "shadowed";
+    case CandidateStatus::kAvailable:
+      return "available";
+    case CandidateStatus::kUnavailable:
+      return "unavailable";
+    case CandidateStatus::kInvalid:
+      return "invalid";
+    case CandidateStatus::kShadowed:
+      return "shadowed";
   }
   return "?";
 }

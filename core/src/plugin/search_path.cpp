@@ -102,7 +102,8 @@ std::optional<std::string> backend_name_from_file(const fs::path& file) {
   if (name.compare(name.size() - kPluginSuffix.size(), kPluginSuffix.size(), kPluginSuffix) != 0) {
     return std::nullopt;
   }
-  return name.substr(kPluginPrefix.size(), name.size() - kPluginPrefix.size() - kPluginSuffix.size());
+  return name.substr(kPluginPrefix.size(),
+                     name.size() - kPluginPrefix.size() - kPluginSuffix.size());
 }
 
 std::vector<fs::path> plugin_candidates(const fs::path& dir) {

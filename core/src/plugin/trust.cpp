@@ -15,7 +15,8 @@ namespace accel {
 static std::string user_name(uid_t uid) {
   const passwd* entry = getpwuid(uid);
   std::string text = "uid " + std::to_string(uid);
-  if (entry != nullptr && entry->pw_name != nullptr) text += " (" + std::string(entry->pw_name) + ")";
+  if (entry != nullptr && entry->pw_name != nullptr)
+    text += " (" + std::string(entry->pw_name) + ")";
   return text;
 }
 
@@ -49,7 +50,8 @@ TrustVerdict check_trust(const std::filesystem::path& file) {
   std::error_code ec;
   std::filesystem::path real = std::filesystem::canonical(file, ec);
   if (ec) real = std::filesystem::absolute(file, ec);
-  for (const auto& [path, kind] : {std::pair{real, "file"}, std::pair{real.parent_path(), "directory"}}) {
+  for (const auto& [path, kind] :
+       {std::pair{real, "file"}, std::pair{real.parent_path(), "directory"}}) {
     std::string reason = untrusted_reason(path, kind);
     if (!reason.empty()) return {false, reason};
   }
