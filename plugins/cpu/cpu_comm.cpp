@@ -7,15 +7,27 @@
 // exceptions; run_op turns them into TIMEOUT, ABORTED or UNAVAILABLE errors that
 // name the operation, the timeout and the rank.
 //
-// Abort: gloo has no public call to fail the operations blocked on a context, but
-// its TCP pairs do it themselves on an application timeout (Pair::
-// signalExceptionExternal: every pending buffer of the pair is woken with an
-// IoException and the socket is closed). comm_abort calls that on every pair, from
-// any thread, through a derived-class member pointer (the function is protected).
+// Abort: gloo has no public call that fails the operations blocked on a context
+// (tcp::Pair::close() closes the socket but wakes no waiter, and the call that
+// does, Pair::signalExceptionExternal, is protected, in tcp/pair.h, which does
+// not compile against Debian's libgloo-dev: it lacks gloo/common/memory.h). What
+// does wake them is a broken connection: when a
+// pair's socket reads EOF, gloo's event loop fails every pending operation of
+// that pair with an IoException and closes the socket. So comm_create records the
+// sockets of its pairs (the sockets new since before connectFullMesh whose local
+// address is a pair's address), and comm_abort shuts their reading side down:
+// each pair then reads EOF, waiters wake with an IoException (mapped to ABORTED
+// because the abort flag is set), and gloo's close tells the peers, whose
+// operations fail too (UNAVAILABLE). shutdown, never close: gloo still owns each
+// fd. SHUT_RD, not SHUT_RDWR: a gloo write after SHUT_WR would raise SIGPIPE,
+// which kills a process that does not ignore it. A recorded fd may have been
+// closed by gloo and its number reused, so abort works on a dup of it and only
+// when the dup is still the recorded socket (same inode).
 #include "cpu_comm.h"
 
 #include "cpu_comm_store.h"
 #include "cpu_error.h"
+#include "cpu_plugin.h"
 #include "cpu_reduce.h"
 #include "cpu_stream.h"
 
@@ -25,67 +37,104 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
-#include <gloo/transport/tcp/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace accel_cpu {
-namespace detail {
 
-// Reaches tcp::Pair::signalExceptionExternal (protected): naming the member
-// through a derived class is what the language allows for protected members.
-struct PairAccess : gloo::transport::tcp::Pair {
-  static void signal(gloo::transport::Pair& pair, const std::string& message) {
-    auto& tcp_pair = static_cast<gloo::transport::tcp::Pair&>(pair);
-    (tcp_pair.*(&PairAccess::signalExceptionExternal))(message);
-  }
+// A socket this process holds: its fd number and its inode (unique while it lives).
+struct SocketId {
+  int fd;
+  ino_t inode;
 };
 
-// gloo's rendezvous context, plus failing every pending operation on its pairs.
-class GlooContext : public gloo::rendezvous::Context {
- public:
-  using gloo::rendezvous::Context::Context;
+namespace {
 
-  // Thread-safe: each pair takes its own lock; a pair already failed is skipped.
-  void fail_all_pairs(const std::string& message) {
-    if (!transportContext_) return;
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer == rank) continue;
-      auto& pair = transportContext_->getPair(peer);
-      if (pair) PairAccess::signal(*pair, message);
+// The sockets open in this process now, from /proc/self/fd.
+std::vector<SocketId> open_sockets() {
+  std::vector<SocketId> sockets;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return sockets;
+  while (const dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    struct stat st {};
+    if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    if (fstat(static_cast<int>(fd), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      sockets.push_back({static_cast<int>(fd), st.st_ino});
     }
   }
-};
+  closedir(dir);
+  return sockets;
+}
 
-}  // namespace detail
+// Calls fn(own_fd) with a private dup of socket id, when id.fd still is that
+// socket: a dup holds the socket, so it cannot change under fn.
+template <class Fn>
+void with_socket(const SocketId& id, Fn fn) {
+  const int own = fcntl(id.fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return;
+  struct stat st {};
+  if (fstat(own, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == id.inode) fn(own);
+  ::close(own);
+}
+
+bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+  }
+  return false;
+}
+
+}  // namespace
 }  // namespace accel_cpu
 
-// The opaque handle of backend.h.
-struct accel_comm {
+// The opaque handle of backend.h. Shared: operations queued on streams hold it, so
+// comm_destroy never has to wait on work stuck behind something else on a stream.
+struct accel_comm : std::enable_shared_from_this<accel_comm> {
   int32_t rank = 0;
   int32_t world = 1;
   int64_t timeout_ms = 0;
   gloo::AllreduceOptions::Algorithm algorithm = gloo::AllreduceOptions::Algorithm::UNSPECIFIED;
   std::unique_ptr<accel_cpu::KvStore> store;
   std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<accel_cpu::detail::GlooContext> context;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<accel_cpu::SocketId> sockets;  // of the pairs; see the top of the file
   std::atomic<bool> aborted{false};
   uint32_t next_tag = 0;  // taken on the caller's thread: calls are serialised
 
   std::mutex mutex;  // guards everything below
-  std::condition_variable idle;
+  std::condition_variable finished;  // an operation finished
   int outstanding = 0;
   accel_status_code failed_code = ACCEL_STATUS_OK;  // first failure of any operation
   std::string failed_message;
@@ -104,7 +153,7 @@ constexpr uint8_t kP2PSlotPrefix = 0x40;           // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
 std::mutex g_live_mutex;
-std::set<accel_comm*> g_live;
+std::map<accel_comm*, std::shared_ptr<accel_comm>> g_live;  // created, not destroyed
 
 std::string where(const accel_comm* comm) {
   return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
@@ -183,7 +232,8 @@ accel_error* run_op(accel_comm* comm, const char* name, uint32_t tag, const Body
 
 void finish_one(accel_comm* comm) {
   std::lock_guard<std::mutex> lock(comm->mutex);
-  if (--comm->outstanding == 0) comm->idle.notify_all();
+  --comm->outstanding;
+  comm->finished.notify_all();
 }
 
 // Enqueues body on stream (NULL: runs it now). Collectives take the next tag;
@@ -201,12 +251,13 @@ accel_error* submit(accel_comm* comm, accel_stream* stream, const char* name, Bo
   }
   auto started = std::make_shared<std::atomic<bool>>(false);
   const bool async = stream != nullptr;
-  accel_error* error = stream_enqueue(stream, [comm, name, tag, body = std::move(body), started,
+  accel_error* error = stream_enqueue(stream, [self = comm->shared_from_this(), name, tag,
+                                               body = std::move(body), started,
                                                async]() -> accel_error* {
     started->store(true);
-    accel_error* failure = run_op(comm, name, tag, body);
-    if (failure != nullptr) remember_failure(comm, failure, async);
-    finish_one(comm);
+    accel_error* failure = run_op(self.get(), name, tag, body);
+    if (failure != nullptr) remember_failure(self.get(), failure, async);
+    finish_one(self.get());
     return failure;
   });
   if (error != nullptr && async && !started->load()) finish_one(comm);  // never enqueued
@@ -354,7 +405,8 @@ accel_error* check_create_args(const accel_comm_create_args* args) {
   }
   const accel_kv_store* store = args->store;
   if (store == nullptr) return invalid("comm_create: args->store is NULL");
-  if (store->struct_size < ACCEL_KV_STORE_STRUCT_SIZE || store->set == nullptr ||
+  // Only set and get: a store from before add and remove (a smaller struct) is fine.
+  if (store->struct_size < ACCEL_STRUCT_SIZE(accel_kv_store, get) || store->set == nullptr ||
       store->get == nullptr) {
     return invalid("comm_create: args->store is incomplete (struct_size, set or get)");
   }
@@ -388,6 +440,67 @@ std::string attr_text(const gloo::transport::tcp::attr& attr) {
   return attr.iface.empty() ? attr.hostname : "interface " + attr.iface;
 }
 
+// The sockets of comm's pairs: open now, not in `before`, and bound to the local
+// address of one of the pairs (a connected pair's address is its socket's).
+std::vector<SocketId> pair_sockets(accel_comm* comm, const std::vector<SocketId>& before) {
+  std::vector<sockaddr_storage> addresses;
+  for (int peer = 0; peer < comm->world; ++peer) {
+    if (peer == comm->rank || !comm->context->getPair(peer)) continue;
+    const auto* address =
+        dynamic_cast<const gloo::transport::tcp::Address*>(&comm->context->getPair(peer)->address());
+    if (address != nullptr) addresses.push_back(address->getSockaddr());
+  }
+  std::vector<SocketId> found;
+  for (const SocketId& id : open_sockets()) {
+    bool old = false;
+    for (const SocketId& b : before) old = old || b.inode == id.inode;
+    if (old) continue;
+    with_socket(id, [&](int fd) {
+      sockaddr_storage local{};
+      socklen_t len = sizeof local;
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+      for (const auto& address : addresses) {
+        if (same_address(local, address)) {
+          found.push_back(id);
+          return;
+        }
+      }
+    });
+  }
+  if (found.size() != addresses.size()) {
+    log(ACCEL_LOG_WARN, "comm_create " + where(comm) + ": found " +
+                               std::to_string(found.size()) + " sockets for " +
+                               std::to_string(addresses.size()) +
+                               " gloo pairs; comm_abort may not wake operations blocked on "
+                               "the others before the timeout");
+  }
+  return found;
+}
+
+// Waits for comm's outstanding operations. Each is bounded by the timeout, so it
+// waits as long as one finishes within the timeout of the last (plus a grace);
+// when none does, or once comm is aborted, it aborts comm and waits at most
+// kAbortGrace more (an operation queued behind other stream work may not have
+// run by then). Returns whether none is outstanding.
+bool wait_for_outstanding(accel_comm* comm) {
+  constexpr auto kAbortGrace = std::chrono::seconds(2);
+  std::unique_lock<std::mutex> lock(comm->mutex);
+  while (comm->outstanding > 0 && !comm->aborted.load()) {
+    const int before = comm->outstanding;
+    const auto deadline = Clock::now() + timeout_of(comm) + kAbortGrace;
+    if (!comm->finished.wait_until(lock, deadline, [&] {
+          return comm->outstanding < before || comm->aborted.load();
+        })) {
+      break;  // stuck: no operation finished within the timeout
+    }
+  }
+  if (comm->outstanding == 0) return true;
+  lock.unlock();
+  if (accel_error* error = comm_abort(comm)) error_destroy(error);
+  lock.lock();
+  return comm->finished.wait_for(lock, kAbortGrace, [&] { return comm->outstanding == 0; });
+}
+
 // Builds the TCP device and the full mesh. Throws; comm_create translates.
 void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
   const gloo::transport::tcp::attr attr = comm_bind_attr(args->bind_address);
@@ -397,9 +510,11 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
     throw StoreError(ACCEL_STATUS_UNAVAILABLE,
                      "cannot listen on " + attr_text(attr) + " for gloo's TCP transport: " + e.what());
   }
-  comm->context = std::make_shared<detail::GlooContext>(comm->rank, comm->world);
+  comm->context = std::make_shared<gloo::rendezvous::Context>(comm->rank, comm->world);
   comm->context->setTimeout(timeout_of(comm));
+  const std::vector<SocketId> before = open_sockets();
   comm->context->connectFullMesh(*comm->store, comm->device);
+  comm->sockets = pair_sockets(comm, before);
 }
 
 }  // namespace
@@ -407,7 +522,7 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
 accel_error* comm_create(accel_comm_create_args* args) {
   return guarded("comm_create", [&]() -> accel_error* {
     if (accel_error* error = check_create_args(args)) return error;
-    auto comm = std::make_unique<accel_comm>();
+    auto comm = std::make_shared<accel_comm>();
     comm->rank = args->rank;
     comm->world = args->world_size;
     comm->timeout_ms = args->timeout_ms > 0 ? args->timeout_ms : kDefaultTimeoutMs;
@@ -433,9 +548,10 @@ accel_error* comm_create(accel_comm_create_args* args) {
       return make_error(ACCEL_STATUS_UNAVAILABLE,
                         "comm_create failed " + where(comm.get()) + ": " + e.what());
     }
+    comm->store.reset();  // the host's store is not needed once the mesh is up
     std::lock_guard<std::mutex> lock(g_live_mutex);
-    g_live.insert(comm.get());
-    args->comm = comm.release();
+    args->comm = comm.get();
+    g_live.emplace(comm.get(), std::move(comm));
     return nullptr;
   });
 }
@@ -443,16 +559,23 @@ accel_error* comm_create(accel_comm_create_args* args) {
 accel_error* comm_destroy(accel_comm* comm) {
   return guarded("comm_destroy", [&]() -> accel_error* {
     if (comm == nullptr) return nullptr;
-    {
-      std::unique_lock<std::mutex> lock(comm->mutex);
-      comm->idle.wait(lock, [&] { return comm->outstanding == 0; });
-    }
+    std::shared_ptr<accel_comm> owner;
     {
       std::lock_guard<std::mutex> lock(g_live_mutex);
-      g_live.erase(comm);
+      auto it = g_live.find(comm);
+      if (it == g_live.end()) return invalid("comm_destroy: comm is not a live communicator");
+      owner = std::move(it->second);
+      g_live.erase(it);
     }
-    delete comm;  // closes the pairs, then the device joins its loop thread
-    return nullptr;
+    if (!wait_for_outstanding(comm)) {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      log(ACCEL_LOG_WARN, "comm_destroy " + where(comm) + ": " +
+                              std::to_string(comm->outstanding) +
+                              " operations are still queued behind other work on their "
+                              "streams; they fail ABORTED when they run, and the communicator "
+                              "is freed after the last");
+    }
+    return nullptr;  // the last owner closes the pairs, then the device joins its loop
   });
 }
 
@@ -460,7 +583,9 @@ accel_error* comm_abort(accel_comm* comm) {
   return guarded("comm_abort", [&]() -> accel_error* {
     if (comm == nullptr) return invalid("comm_abort: comm is NULL");
     if (comm->aborted.exchange(true)) return nullptr;  // idempotent
-    comm->context->fail_all_pairs("accelrun: communicator aborted (comm_abort)");
+    for (const SocketId& id : comm->sockets) {
+      with_socket(id, [](int fd) { ::shutdown(fd, SHUT_RD); });
+    }
     return nullptr;
   });
 }
@@ -647,7 +772,7 @@ void comms_shutdown() {
   std::vector<accel_comm*> live;
   {
     std::lock_guard<std::mutex> lock(g_live_mutex);
-    live.assign(g_live.begin(), g_live.end());
+    for (const auto& entry : g_live) live.push_back(entry.first);
   }
   for (accel_comm* comm : live) {
     accel_error* error = comm_abort(comm);  // fail fast what still waits for peers
