@@ -463,10 +463,24 @@ void check_timeout(int64_t timeout_ms) {
 }
 
 // Rank 0 blocks in all_reduce on a stream (the others never join); another
-// thread aborts: the stream's work fails ABORTED promptly, later calls too.
+// thread aborts: the stream's work fails ABORTED promptly, later calls too. The
+// others block in a recv from rank 0, which fails UNAVAILABLE once rank 0 aborts.
 void check_abort() {
   if (g_rank != 0) {
-    std::this_thread::sleep_for(std::chrono::seconds(4));
+    float x = 0;
+    auto r = args_for(g_comm);
+    r.peer = 0;
+    r.tag = 99;  // never sent
+    r.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
+    std::string message;
+    const auto start = Clock::now();
+    const accel_status_code code = take(g_api->comm_recv(&r), &message);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    WCHECK(code == ACCEL_STATUS_UNAVAILABLE, "peer: status %d: %s", code, message.c_str());
+    WCHECK(ms < 5000, "peer saw the abort after %lld ms", static_cast<long long>(ms));
+    auto b = args_for(g_comm);
+    WCHECK(take(g_api->comm_barrier(&b), &message) == ACCEL_STATUS_UNAVAILABLE,
+           "peer's later op: %s", message.c_str());
     return;
   }
   accel_stream* stream = nullptr;
@@ -490,6 +504,45 @@ void check_abort() {
   WCHECK(take(g_api->comm_all_reduce(&a), &message) == ACCEL_STATUS_ABORTED, "later op: %s", message.c_str());
   WCHECK(take(g_api->comm_abort(g_comm)) == ACCEL_STATUS_OK, "abort is idempotent");
   g_api->stream_destroy(stream);
+  // abort then destroy: prompt (run_worker destroys the communicator after this).
+}
+
+std::atomic<bool> g_release{false};
+accel_error* wait_for_release(void*) {
+  while (!g_release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return nullptr;
+}
+
+// Rank 0 queues an all_reduce behind a host function that blocks until released,
+// then destroys the communicator without synchronizing: comm_destroy gives up
+// after the timeout (no operation finished) plus its grace, aborts, and returns;
+// the queued operation later runs on the freed handle's shared state and fails
+// ABORTED. The others never join.
+void check_bounded_destroy(int64_t timeout_ms) {
+  if (g_rank != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms + 6000));
+    WCHECK(take(g_api->comm_destroy(g_comm)) == ACCEL_STATUS_OK, "comm_destroy");
+    return;
+  }
+  accel_stream* stream = nullptr;
+  WCHECK(take(g_api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  WCHECK(take(g_api->stream_enqueue_host_fn(stream, &wait_for_release, nullptr)) == ACCEL_STATUS_OK,
+         "host fn");
+  float x = 1;
+  auto a = args_for(g_comm);
+  a.stream = stream;
+  a.send = a.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
+  WCHECK(take(g_api->comm_all_reduce(&a)) == ACCEL_STATUS_OK, "enqueue");
+  const auto start = Clock::now();
+  WCHECK(take(g_api->comm_destroy(g_comm)) == ACCEL_STATUS_OK, "comm_destroy");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  WCHECK(ms >= timeout_ms && ms < timeout_ms + 6000, "comm_destroy took %lld ms",
+         static_cast<long long>(ms));
+  g_release = true;
+  std::string message;
+  WCHECK(take(g_api->stream_synchronize(stream), &message) == ACCEL_STATUS_ABORTED,
+         "queued op after destroy: %s", message.c_str());
+  g_api->stream_destroy(stream);
 }
 
 int run_worker(const std::string& scenario) {
@@ -504,14 +557,21 @@ int run_worker(const std::string& scenario) {
   auto store = std::make_shared<c10d::TCPStore>("127.0.0.1", options);
   accel::comm::KvStoreBridge bridge(store, accel::comm::KvStoreBridge::prefix_for(scenario));
 
-  const int64_t timeout_ms = scenario == "timeout" ? 2000 : (scenario == "abort" ? 60000 : 30000);
+  const int64_t timeout_ms = scenario == "timeout" || scenario == "destroy"
+                                 ? 2000
+                                 : (scenario == "abort" ? 60000 : 30000);
+  // A store from before add and remove: the plugin only needs set and get.
+  accel_kv_store small_store = *bridge.kv_store();
+  small_store.struct_size = ACCEL_STRUCT_SIZE(accel_kv_store, get);
+  small_store.add = nullptr;
+  small_store.remove = nullptr;
   accel_comm_create_args create{};
   create.struct_size = ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE;
   create.rank = g_rank;
   create.world_size = g_world;
   create.local_rank = g_rank;
   create.local_world_size = g_world;
-  create.store = bridge.kv_store();
+  create.store = scenario == "small_store" ? &small_store : bridge.kv_store();
   create.timeout_ms = timeout_ms;
   create.bind_address = "127.0.0.1";
   const std::string created = ok_or_message(g_api->comm_create(&create));
@@ -536,8 +596,20 @@ int run_worker(const std::string& scenario) {
     check_timeout(timeout_ms);
   } else if (scenario == "abort") {
     check_abort();
+  } else if (scenario == "small_store") {
+    auto b = args_for(g_comm);
+    WCHECK(ok_or_message(g_api->comm_barrier(&b)).empty(), "barrier");
+  } else if (scenario == "destroy") {
+    check_bounded_destroy(timeout_ms);
+    g_comm = nullptr;  // destroyed there
   }
-  WCHECK(take(g_api->comm_destroy(g_comm)) == ACCEL_STATUS_OK, "comm_destroy");
+  const auto destroy_start = Clock::now();
+  if (g_comm != nullptr) {
+    WCHECK(take(g_api->comm_destroy(g_comm)) == ACCEL_STATUS_OK, "comm_destroy");
+  }
+  const auto destroy_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - destroy_start).count();
+  WCHECK(destroy_ms < 3000, "comm_destroy took %lld ms", static_cast<long long>(destroy_ms));
   WCHECK(take(g_api->shutdown()) == ACCEL_STATUS_OK, "shutdown");
   return g_failures == 0 ? 0 : 1;
 }
@@ -615,5 +687,66 @@ TEST(CommCpu, TimeoutNamesOperationTwoRanks) {
 }
 
 TEST(CommCpu, AbortFromAnotherThreadTwoRanks) { EXPECT_EQ(run_ranks("abort", 2, 30), ""); }
+TEST(CommCpu, AbortFromAnotherThreadThreeRanks) { EXPECT_EQ(run_ranks("abort", 3, 30), ""); }
+
+TEST(CommCpu, DestroyIsBoundedWhenWorkIsStuckTwoRanks) {
+  EXPECT_EQ(run_ranks("destroy", 2, 30), "");
+}
+
+TEST(CommCpu, StoreWithOnlySetAndGetTwoRanks) { EXPECT_EQ(run_ranks("small_store", 2, 30), ""); }
+
+// accel::comm::KvStoreBridge against a real TCPStore: keys are prefixed, add keeps
+// a running total, remove deletes (a later get times out), errors are codes.
+TEST(CommCpu, KvStoreBridgeSetGetAddRemove) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(10);
+  auto store = std::make_shared<c10d::TCPStore>("127.0.0.1", options);
+  accel::comm::KvStoreBridge bridge(store, accel::comm::KvStoreBridge::prefix_for("t1"));
+  const accel_kv_store* kv = bridge.kv_store();
+  ASSERT_EQ(kv->struct_size, size_t{ACCEL_KV_STORE_STRUCT_SIZE});
+  ASSERT_NE(kv->add, nullptr);
+  ASSERT_NE(kv->remove, nullptr);
+  EXPECT_EQ(bridge.prefix(), "accel/comm/t1/");
+
+  int64_t total = 0;
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 3, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 3);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 4, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 7);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", -10, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, -3);
+  EXPECT_EQ(store->add("accel/comm/t1/counter", 0), -3);  // prefixed in the store
+  EXPECT_FALSE(store->check({"counter"}));
+  EXPECT_EQ(kv->add(kv->user_data, nullptr, 1, &total), ACCEL_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 1, nullptr), ACCEL_STATUS_INVALID_ARGUMENT);
+
+  const char value[] = "v1";
+  EXPECT_EQ(kv->set(kv->user_data, "key", value, 2), ACCEL_STATUS_OK);
+  EXPECT_TRUE(store->check({"accel/comm/t1/key"}));
+  EXPECT_FALSE(store->check({"key"}));
+  std::string got;
+  auto sink = [](void* out, const void* data, size_t size) {
+    static_cast<std::string*>(out)->assign(static_cast<const char*>(data), size);
+  };
+  EXPECT_EQ(kv->get(kv->user_data, "key", 1000, sink, &got), ACCEL_STATUS_OK);
+  EXPECT_EQ(got, "v1");
+
+  EXPECT_EQ(kv->remove(kv->user_data, "key"), ACCEL_STATUS_OK);
+  EXPECT_FALSE(store->check({"accel/comm/t1/key"}));
+  const auto start = Clock::now();
+  EXPECT_EQ(kv->get(kv->user_data, "key", 200, sink, &got), ACCEL_STATUS_TIMEOUT);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_EQ(kv->remove(kv->user_data, "never-set"), ACCEL_STATUS_OK);  // missing: fine
+  EXPECT_EQ(kv->remove(kv->user_data, nullptr), ACCEL_STATUS_INVALID_ARGUMENT);
+
+  // Another communicator's prefix sees none of these keys.
+  accel::comm::KvStoreBridge other(store, accel::comm::KvStoreBridge::prefix_for("t2"));
+  const accel_kv_store* kv2 = other.kv_store();
+  EXPECT_EQ(kv2->add(kv2->user_data, "counter", 1, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 1);
+}
 
 }  // namespace

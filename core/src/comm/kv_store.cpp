@@ -16,6 +16,19 @@ bool is_timeout(const std::string& what) {
   return what.find("imeout") != std::string::npos || what.find("timed out") != std::string::npos;
 }
 
+// Runs a store call, turning what it throws into a status code.
+template <class Fn>
+accel_status_code status_of(Fn fn) {
+  try {
+    fn();
+    return ACCEL_STATUS_OK;
+  } catch (const std::exception& e) {
+    return is_timeout(e.what()) ? ACCEL_STATUS_TIMEOUT : ACCEL_STATUS_UNAVAILABLE;
+  } catch (...) {
+    return ACCEL_STATUS_INTERNAL;
+  }
+}
+
 }  // namespace
 
 KvStoreBridge::KvStoreBridge(std::shared_ptr<c10d::Store> store, std::string prefix)
@@ -24,6 +37,8 @@ KvStoreBridge::KvStoreBridge(std::shared_ptr<c10d::Store> store, std::string pre
   kv_.user_data = this;
   kv_.set = &KvStoreBridge::set_value;
   kv_.get = &KvStoreBridge::get_value;
+  kv_.add = &KvStoreBridge::add_value;
+  kv_.remove = &KvStoreBridge::remove_value;
 }
 
 std::string KvStoreBridge::prefix_for(const std::string& comm_id) {
@@ -63,6 +78,20 @@ accel_status_code KvStoreBridge::get_value(void* user_data, const char* key, int
   } catch (...) {
     return ACCEL_STATUS_INTERNAL;
   }
+}
+
+accel_status_code KvStoreBridge::add_value(void* user_data, const char* key, int64_t delta,
+                                           int64_t* result) {
+  auto* self = static_cast<KvStoreBridge*>(user_data);
+  if (key == nullptr || result == nullptr) return ACCEL_STATUS_INVALID_ARGUMENT;
+  return status_of([&] { *result = self->store_->add(self->prefix_ + key, delta); });
+}
+
+accel_status_code KvStoreBridge::remove_value(void* user_data, const char* key) {
+  auto* self = static_cast<KvStoreBridge*>(user_data);
+  if (key == nullptr) return ACCEL_STATUS_INVALID_ARGUMENT;
+  // deleteKey's false (no such key) is not an error.
+  return status_of([&] { self->store_->deleteKey(self->prefix_ + key); });
 }
 
 }  // namespace accel::comm

@@ -33,6 +33,9 @@ class KvStoreBridge {
                                      size_t value_size);
   static accel_status_code get_value(void* user_data, const char* key, int64_t timeout_ms,
                                      accel_kv_value_fn on_value, void* sink_data);
+  static accel_status_code add_value(void* user_data, const char* key, int64_t delta,
+                                     int64_t* result);
+  static accel_status_code remove_value(void* user_data, const char* key);
 
   std::shared_ptr<c10d::Store> store_;
   std::string prefix_;
