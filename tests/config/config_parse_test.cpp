@@ -101,6 +101,9 @@ TEST(ConfigParse, NonAsciiOutsideStringsIsASyntaxErrorWithItsPosition) {
   EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error"),
                                   HasSubstr("non-ASCII")));
   EXPECT_THAT(parse_error("s = \"\"\"\\\n\xc2\xa7\"\"\"").what(), HasSubstr("/etc/t.toml:2:1"));
+  EXPECT_THAT(parse_error("machine_rank = 2\"n\xd0\x9d\n").what(),
+              AllOf(HasSubstr("/etc/t.toml:1:17"), HasSubstr("misplaced quote")));
+  EXPECT_THAT(parse_error("machine_rank = 2\"n\n").what(), HasSubstr("/etc/t.toml:1:"));
   // Inside strings and comments non-ASCII is fine.
   RunConfig config = parse_config("# ü comment \xd0\x9d\nbackend_options.\"ключ\" = 'знач\"'\n"
                                   "main_process_ip = \"\"\"\nh\"\"\"\n");

@@ -1,6 +1,7 @@
 // The only file that includes toml++.
 #include "config/toml_reader.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -230,6 +231,20 @@ static void skip_string(Scan& scan, std::string_view text, std::size_t& i) {
   }
 }
 
+// Whether a quote at i can open a string: first on its line, or after = [ , { . (a
+// value, an array item, an inline-table key, a dotted key). Elsewhere it is a syntax error,
+// and toml++ may read on past it as part of a bare value.
+static bool opens_string(std::string_view text, std::size_t i) {
+  std::size_t before = text.find_last_not_of(" \t", i == 0 ? std::string_view::npos : i - 1);
+  if (i == 0 || before == std::string_view::npos) return true;
+  return std::string_view("\n=[,{.").find(text[before]) != std::string_view::npos;
+}
+
+static bool any_non_ascii(std::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+}
+
 // Where the first non-ASCII character outside strings and comments is, if any.
 static Scan find_unsafe_non_ascii(std::string_view text) {
   Scan scan;
@@ -237,6 +252,12 @@ static Scan find_unsafe_non_ascii(std::string_view text) {
   if (starts(text, 0, "\xEF\xBB\xBF")) i = 3;  // a UTF-8 byte order mark is fine
   while (i < text.size() && !scan.found) {
     char c = text[i];
+    if ((c == '"' || c == '\'') && !opens_string(text, i)) {
+      // A syntax error here; report it ourselves only if toml++ could read on into
+      // non-ASCII text, else leave the message to toml++.
+      scan.found = any_non_ascii(text.substr(i));
+      return scan;
+    }
     if (c == '"' || c == '\'') {
       skip_string(scan, text, i);
     } else if (c == '#') {
@@ -256,8 +277,8 @@ static void reject_unsafe_text(std::string_view text, const std::string& source_
   ConfigOrigin origin{ConfigOrigin::Layer::kFile, source_name, static_cast<int>(scan.line),
                       static_cast<int>(scan.column)};
   throw ConfigError(origin.position() +
-                        ": TOML syntax error: a non-ASCII character outside a string or "
-                        "comment (or after a line-ending backslash)", "", origin);
+                        ": TOML syntax error: a misplaced quote, or a non-ASCII character outside a "
+                        "string or comment (or after a line-ending backslash)", "", origin);
 }
 
 std::vector<Setting> read_toml(std::string_view text, const std::string& source_name) {
