@@ -163,7 +163,8 @@ accel_error* device_synchronize(int32_t device) {
 
 accel_error* device_get_properties(int32_t device, accel_device_properties* out) {
   return guarded("device_get_properties", [&]() -> accel_error* {
-    if (accel_error* error = check_ready("device_get_properties", device)) return error;
+    // No init needed (backend.h): only reads /proc and sysconf.
+    if (accel_error* error = check_device("device_get_properties", device)) return error;
     accel_device_properties properties{};
     properties.struct_size = ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE;
     properties.name = cpu_name();

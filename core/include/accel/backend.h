@@ -57,17 +57,15 @@ extern "C" {
 #define ACCEL_STRUCT_SIZE(type, last_field) \
   (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
 
-/* Defines ACCEL_<NAME>_STRUCT_SIZE and fails to compile, in C99 as in C++, when a
- * field is appended after last_field without naming it here: only trailing padding
- * may separate the declared size from sizeof. */
-#define ACCEL_DEFINE_STRUCT_SIZE(macro_name, type, last_field)                     \
-  enum { macro_name = ACCEL_STRUCT_SIZE(type, last_field) };                       \
-  typedef char accel_size_check_##type[(sizeof(type) - macro_name) < sizeof(void*) \
-                                           ? 1                                     \
-                                           : -1]
+/* Defines ACCEL_<NAME>_STRUCT_SIZE and fails to compile, in C99 as in C++, unless it
+ * equals sizeof: a field appended without naming it as last_field breaks the build.
+ * So no struct may end in padding; append an explicit reserved field instead. */
+#define ACCEL_DEFINE_STRUCT_SIZE(macro_name, type, last_field) \
+  enum { macro_name = ACCEL_STRUCT_SIZE(type, last_field) };   \
+  typedef char accel_size_check_##type[sizeof(type) == macro_name ? 1 : -1]
 
-/* True when a struct or table of the given struct_size contains `field` and, for
- * pointers, the entry is set. Use before reading any field newer than 1.0. */
+/* True when a struct or table of the given struct_size contains `field` (the entry
+ * may still be NULL). Use before reading any field newer than 1.0. */
 #define ACCEL_HAS_FIELD(ptr, type, field) \
   ((ptr)->struct_size >= ACCEL_STRUCT_SIZE(type, field))
 
@@ -203,7 +201,7 @@ typedef struct accel_device_availability {
 ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE, accel_device_availability,
                          reason);
 
-/* name is owned by the plugin and valid until shutdown. 0 where unknown. */
+/* name is owned by the plugin and valid until unload. 0 where unknown. */
 typedef struct accel_device_properties {
   size_t struct_size;
   const char* name;              /* e.g. "MTT S4000", "Intel(R) Xeon(R) ..." */
@@ -211,9 +209,10 @@ typedef struct accel_device_properties {
   int32_t compute_units;         /* SMs, MPCs, clusters; CPU cores for cpu */
   int32_t capability_major;      /* vendor's compute capability, 0 if none */
   int32_t capability_minor;
+  int32_t reserved;              /* 0; keeps the struct free of trailing padding */
 } accel_device_properties;
 ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE, accel_device_properties,
-                         capability_minor);
+                         reserved);
 
 /* Memory use on one device, in bytes; 0 where the backend cannot tell. */
 typedef struct accel_memory_stats {
@@ -242,7 +241,7 @@ typedef accel_error* (*accel_host_fn)(void* user_data);
 
 /* Event creation flags, OR-ed. */
 #define ACCEL_EVENT_DEFAULT 0u
-#define ACCEL_EVENT_TIMING 1u /* the event records a timestamp for event_elapsed_time */
+#define ACCEL_EVENT_TIMING 1u /* the event records a timestamp for event_elapsed_ms */
 
 /* ------------------------------------------------------------- Precision */
 
@@ -383,8 +382,9 @@ typedef struct accel_backend_api {
   accel_error* (*error_create)(accel_status_code code, const char* message);
 
   /* --- lifecycle (REQUIRED) --- */
-  /* Once per process, before any call not marked "no init needed". args is read
-   * during the call only. A second init fails with FAILED_PRECONDITION. */
+  /* Before any call not marked "no init needed". args is read during the call
+   * only. A second init fails with FAILED_PRECONDITION; after shutdown, init may be
+   * called again. */
   accel_error* (*init)(const accel_init_args* args);
   /* Releases everything, joins the plugin's threads. Streams, events and
    * communicators still alive are destroyed. The plugin may be unloaded after. */
@@ -404,6 +404,7 @@ typedef struct accel_backend_api {
   accel_error* (*device_get_current)(int32_t* device /* out */);
   /* Waits for all work on every stream of the device. */
   accel_error* (*device_synchronize)(int32_t device);
+  /* No init needed: `accelrun env` lists devices without initialising backends. */
   accel_error* (*device_get_properties)(int32_t device, accel_device_properties* out);
   accel_error* (*device_get_memory_stats)(int32_t device, accel_memory_stats* out);
   /* Returns cached, unused memory to the driver. */
