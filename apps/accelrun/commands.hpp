@@ -12,5 +12,6 @@ using Args = std::vector<std::string>;
 
 int plugins_command(const Args& args);  // accelrun plugins [check PATH]
 int env_command(const Args& args);      // accelrun env
+int config_command(const Args& args);   // accelrun config [default|show]
 
 }  // namespace accelrun

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
      plugins_command},
     {"env", "versions, plugin directories, plugins and devices: paste it into a bug report",
      env_command},
+    {"config", "write the config by questions (`config default`: none); `config show`",
+     config_command},
 };
 
 void print_help() {
