@@ -1,0 +1,175 @@
+// accel::DistributedContext: the worker's side of a launch, from the launcher's
+// environment to an initialised plugin, a store client and the world communicator.
+#include "accel/distributed.hpp"
+
+#include <c10/core/Device.h>
+
+#include <csignal>
+#include <stdexcept>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "accel/plugin_registry.hpp"
+
+namespace accel {
+
+namespace {
+
+// An integer variable; `fallback` when unset or "". Names the variable when malformed.
+int32_t int_var(const Environment& env, const char* name, int32_t fallback, int32_t min,
+                int32_t max) {
+  const auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return fallback;
+  const std::string& text = it->second;
+  size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < min || value > max) {
+    throw std::invalid_argument(std::string(name) + " is '" + text + "'; expected an integer " +
+                                std::to_string(min) + ".." + std::to_string(max) +
+                                " (accelrun launch sets it for each worker)");
+  }
+  return static_cast<int32_t>(value);
+}
+
+std::string str_var(const Environment& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
+
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+std::shared_ptr<Plugin> load_backend(const DistributedOptions& options) {
+  if (!options.plugin_path.empty()) {
+    LoadResult loaded = load_plugin(options.plugin_path);
+    if (!loaded.plugin) {
+      throw std::runtime_error("cannot use plugin " + options.plugin_path.string() + ": " +
+                               loaded.diagnostic.error);
+    }
+    return loaded.plugin;
+  }
+  if (options.backend.empty()) {
+    throw std::invalid_argument(
+        "no backend chosen: set ACCEL_BACKEND (e.g. ACCEL_BACKEND=cpu) or run under "
+        "`accelrun launch --backend NAME`");
+  }
+  SearchOptions search;
+  search.config_dirs = options.plugin_dirs;
+  return PluginRegistry::discover(search).require(options.backend);
+}
+
+// LOCAL_RANK's device; a backend with fewer devices shares device 0 only on the CPU.
+int32_t pick_device(const Plugin& plugin, int32_t local_rank) {
+  const int32_t count = plugin.device_count();
+  if (local_rank < count) return local_rank;
+  if (plugin.info().device_type == "cpu" && count > 0) return 0;
+  throw std::invalid_argument("LOCAL_RANK is " + std::to_string(local_rank) + " but backend '" +
+                              plugin.name() + "' sees " + std::to_string(count) +
+                              " device(s); start at most one process per device" +
+                              (plugin.info().visible_devices_env.empty()
+                                   ? std::string()
+                                   : " (check " + plugin.info().visible_devices_env + ")"));
+}
+
+std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
+  if (options.master_addr.empty()) {
+    if (options.world_size > 1) {
+      throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options.world_size) +
+                                  " but MASTER_ADDR is not set; a multi-process run needs the "
+                                  "launcher's rendezvous store (use accelrun launch)");
+    }
+    return nullptr;
+  }
+  if (options.master_port <= 0 || options.master_port > 65535) {
+    throw std::invalid_argument("MASTER_PORT is " + std::to_string(options.master_port) +
+                                "; expected the launcher's store port, 1..65535");
+  }
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(options.master_port);
+  store_options.isServer = false;
+  store_options.timeout = options.timeout;
+  try {
+    return std::make_shared<c10d::TCPStore>(options.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot reach the rendezvous store at " + options.master_addr + ":" +
+                             std::to_string(options.master_port) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+DistributedOptions DistributedContext::options_from_environment(const Environment& env,
+                                                                RunConfig* config_out) {
+  ConfigSources sources;
+  sources.environment = env;
+  sources.use_default_file = false;  // the launcher passes the whole config as ACCEL_*
+  const RunConfig config = resolve_config(sources).config;
+
+  DistributedOptions options;
+  options.backend = config.backend;
+  for (const auto& dir : config.plugin_dirs) options.plugin_dirs.emplace_back(dir);
+  for (const auto& [key, value] : config.backend_options)
+    options.backend_options.emplace_back(key, value);
+  options.world_size = int_var(env, "WORLD_SIZE", 1, 1, 1 << 20);
+  options.rank = int_var(env, "RANK", 0, 0, options.world_size - 1);
+  options.local_world_size = int_var(env, "LOCAL_WORLD_SIZE", 1, 1, options.world_size);
+  options.local_rank = int_var(env, "LOCAL_RANK", 0, 0, options.local_world_size - 1);
+  options.group_rank = int_var(env, "GROUP_RANK", 0, 0, 1 << 20);
+  options.master_addr = str_var(env, "MASTER_ADDR");
+  options.master_port = int_var(env, "MASTER_PORT", 0, 0, 65535);
+  options.check_peers = config.log_level <= LogLevel::kDebug;
+  if (config_out) *config_out = config;
+  return options;
+}
+
+DistributedContext DistributedContext::from_environment(const Environment& env) {
+  RunConfig config;
+  DistributedOptions options = options_from_environment(env, &config);
+  return DistributedContext(std::move(options), std::move(config));
+}
+
+DistributedContext DistributedContext::from_environment() {
+  return from_environment(current_environment());
+}
+
+DistributedContext::DistributedContext(DistributedOptions options, RunConfig config)
+    : options_(std::move(options)), config_(std::move(config)) {
+  // Python ignores SIGPIPE too: gloo writing to a dead peer's socket must fail, not kill.
+  std::signal(SIGPIPE, SIG_IGN);
+  plugin_ = load_backend(options_);
+  if (options_.world_size > 1 && !plugin_->has_collectives()) {
+    throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options_.world_size) +
+                                " but backend '" + plugin_->name() +
+                                "' has no collectives; run it with one process");
+  }
+  if (!plugin_->initialized()) plugin_->init(options_.backend_options);
+  device_ = pick_device(*plugin_, options_.local_rank);
+  plugin_->set_device(device_);
+  device_type_ = c10::Device(plugin_->info().device_type).type();
+  store_ = connect_store(options_);
+  if (options_.world_size == 1) return;
+  CommunicatorOptions comm;
+  comm.rank = options_.rank;
+  comm.world_size = options_.world_size;
+  comm.local_rank = options_.local_rank;
+  comm.local_world_size = options_.local_world_size;
+  comm.device = device_;
+  comm.timeout = options_.timeout;
+  comm.bind_address = !options_.bind_address.empty()      ? options_.bind_address
+                      : is_loopback(options_.master_addr) ? "127.0.0.1"
+                                                          : "";
+  comm.backend_options = options_.backend_options;
+  comm.check_peers = options_.check_peers;
+  communicator_ = std::make_unique<Communicator>(plugin_, store_, std::move(comm));
+}
+
+DistributedContext::~DistributedContext() = default;
+DistributedContext::DistributedContext(DistributedContext&&) noexcept = default;
+DistributedContext& DistributedContext::operator=(DistributedContext&&) noexcept = default;
+
+}  // namespace accel
