@@ -37,6 +37,11 @@
 extern "C" {
 #endif
 
+/* This is a C header: typedefs, (void) lists and C idioms are deliberate. The size
+ * macros take type and field names, which cannot be parenthesised.
+ * NOLINTBEGIN(modernize-use-using, modernize-redundant-void-arg,
+ *             bugprone-macro-parentheses, bugprone-sizeof-expression) */
+
 /* ---------------------------------------------------------------- Version */
 
 /* Bump the minor when appending entries or fields; record it in docs/abi-changelog.md.
@@ -493,6 +498,9 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_API_STRUCT_SIZE, accel_backend_api, comm_
  * plugin must not reject an unknown host version here; the host decides, so both
  * versions reach the user in one message. */
 typedef const accel_backend_api* (*accel_backend_get_api_fn)(const accel_host_api* host);
+
+/* NOLINTEND(modernize-use-using, modernize-redundant-void-arg,
+ *           bugprone-macro-parentheses, bugprone-sizeof-expression) */
 
 #ifdef __cplusplus
 } /* extern "C" */
