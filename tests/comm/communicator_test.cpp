@@ -1,0 +1,453 @@
+// accel::Communicator and accel::DistributedContext against the CPU plugin, in real
+// processes over loopback: the test hosts a c10d::TCPStore on 127.0.0.1 (port 0) and
+// re-executes this binary once per rank with the launcher's variables (RANK,
+// WORLD_SIZE, MASTER_ADDR, ACCEL_BACKEND ...) and ACCEL_COMM_TEST_WORKER=<scenario>;
+// every rank must exit 0 before a deadline (ranks alive then are killed). Also the
+// c10d::Store bridge, and DistributedContext's single-process and error paths.
+#include "accel/communicator.hpp"
+
+#include <ATen/Functions.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
+
+#include "accel/distributed.hpp"
+#include "comm/kv_store.hpp"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ============================================================== worker side
+
+int g_failures = 0;
+int g_rank = 0;
+
+#define WCHECK(cond, ...)                                                                     \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      ++g_failures;                                                                           \
+      std::fprintf(stderr, "[rank %d] line %d: check failed: %s: ", g_rank, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                      \
+      std::fprintf(stderr, "\n");                                                             \
+    }                                                                                         \
+  } while (0)
+
+// Runs fn, which must throw E with `needle` in what().
+template <class E, class Fn>
+void expect_throw(const char* what, Fn fn, const std::string& needle) {
+  try {
+    fn();
+    WCHECK(false, "%s: no exception", what);
+  } catch (const E& e) {
+    WCHECK(std::string(e.what()).find(needle) != std::string::npos, "%s: '%s' lacks '%s'", what,
+           e.what(), needle.c_str());
+  } catch (const std::exception& e) {
+    WCHECK(false, "%s: wrong exception type: %s", what, e.what());
+  }
+}
+
+// Rank r's values: r + 1 + i, so sums, products and extremes are known.
+at::Tensor values(int rank, int64_t n, at::ScalarType type) {
+  return (at::arange(n, at::kDouble) + (rank + 1)).to(type);
+}
+
+void check_all_reduce(accel::Communicator& comm) {
+  const int world = comm.world_size();
+  for (at::ScalarType type :
+       {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kInt, at::kLong}) {
+    for (accel::ReduceOp op : {accel::ReduceOp::kSum, accel::ReduceOp::kAvg, accel::ReduceOp::kMin,
+                               accel::ReduceOp::kMax, accel::ReduceOp::kProd}) {
+      at::Tensor t = values(comm.rank(), 7, type);
+      accel::Work work = comm.all_reduce(t, op);
+      work.wait();
+      at::Tensor want = values(0, 7, at::kDouble);
+      for (int r = 1; r < world; ++r) {
+        const at::Tensor v = values(r, 7, at::kDouble);
+        switch (op) {
+          case accel::ReduceOp::kSum:
+          case accel::ReduceOp::kAvg:
+            want = want + v;
+            break;
+          case accel::ReduceOp::kMin:
+            want = at::minimum(want, v);
+            break;
+          case accel::ReduceOp::kMax:
+            want = at::maximum(want, v);
+            break;
+          case accel::ReduceOp::kProd:
+            want = want * v;
+            break;
+        }
+      }
+      if (op == accel::ReduceOp::kAvg) {
+        want = at::isFloatingType(type) ? want / world : at::floor_divide(want, world);
+      }
+      WCHECK(at::allclose(t.to(at::kDouble), want.to(type).to(at::kDouble)), "all_reduce %s %s",
+             c10::toString(type), accel::to_string(op));
+      WCHECK(work.is_completed(), "is_completed after wait");
+    }
+  }
+}
+
+void check_other_ops(accel::Communicator& comm) {
+  const int rank = comm.rank(), world = comm.world_size();
+  at::Tensor b = values(rank, 5, at::kFloat);
+  comm.broadcast(b, world - 1).wait();
+  WCHECK(at::equal(b, values(world - 1, 5, at::kFloat)), "broadcast");
+
+  at::Tensor in = values(rank, 3, at::kLong);
+  at::Tensor flat = at::empty({3 * world}, at::kLong);
+  comm.all_gather(flat, in).wait();
+  std::vector<at::Tensor> parts(world);
+  for (auto& p : parts) p = at::zeros({3}, at::kLong);
+  comm.all_gather(parts, in).wait();
+  for (int r = 0; r < world; ++r) {
+    WCHECK(at::equal(flat.slice(0, 3 * r, 3 * r + 3), values(r, 3, at::kLong)), "all_gather %d", r);
+    WCHECK(at::equal(parts[r], values(r, 3, at::kLong)), "all_gather (vector) %d", r);
+  }
+
+  at::Tensor big = values(rank, 2 * world, at::kInt);
+  at::Tensor mine = at::empty({2}, at::kInt);
+  comm.reduce_scatter(mine, big, accel::ReduceOp::kSum).wait();
+  at::Tensor want = at::zeros({2 * world}, at::kInt);
+  for (int r = 0; r < world; ++r) want += values(r, 2 * world, at::kInt);
+  WCHECK(at::equal(mine, want.slice(0, 2 * rank, 2 * rank + 2)), "reduce_scatter");
+
+  at::Tensor out = values(rank, 4, at::kDouble), got = at::zeros({4}, at::kDouble);
+  accel::Work sent = comm.send(out, (rank + 1) % world, 3);
+  comm.recv(got, (rank + world - 1) % world, 3).wait();
+  sent.wait();
+  WCHECK(at::equal(got, values((rank + world - 1) % world, 4, at::kDouble)), "send/recv ring");
+  comm.barrier().wait();
+}
+
+void check_work_semantics(accel::Communicator& comm) {
+  accel::Work none;
+  WCHECK(none.is_completed(), "a default Work is complete");
+  none.wait();
+  // Dropped early: the tensor must stay alive until the operation ran.
+  for (int i = 0; i < 20; ++i) {
+    at::Tensor t = at::ones({1 << 16}, at::kFloat);
+    comm.all_reduce(t);
+  }
+  at::Tensor t = at::ones({4}, at::kFloat);
+  accel::Work work = comm.all_reduce(t);
+  accel::Work copy = work;
+  work.wait();
+  copy.wait();  // a second wait returns at once
+  WCHECK(copy.is_completed() && t[0].item<float>() == comm.world_size(), "copies share the work");
+}
+
+void check_errors(accel::Communicator& comm) {
+  at::Tensor complex = at::zeros({2}, at::kComplexFloat);
+  expect_throw<std::invalid_argument>(
+      "complex dtype", [&] { comm.all_reduce(complex); }, "ComplexFloat");
+  at::Tensor meta = at::empty({2}, at::TensorOptions().device(at::kMeta));
+  expect_throw<std::invalid_argument>(
+      "meta device", [&] { comm.all_reduce(meta); }, "needs tensors on device type 'cpu'");
+  at::Tensor strided = at::zeros({4, 4}).t();
+  expect_throw<std::invalid_argument>(
+      "non-contiguous", [&] { comm.all_reduce(strided); }, "not contiguous");
+  at::Tensor in = at::zeros({3}), small = at::zeros({2});
+  expect_throw<std::invalid_argument>(
+      "all_gather size", [&] { comm.all_gather(small, in); },
+      "expected " + std::to_string(3 * comm.world_size()));
+  // A checked collective where rank 1 disagrees: every rank learns who.
+  at::Tensor odd = at::zeros({comm.rank() == 1 ? 5 : 4});
+  expect_throw<std::invalid_argument>(
+      "peer mismatch", [&] { comm.all_reduce(odd); }, "rank 1 called");
+}
+
+void scenario_ops() {
+  accel::DistributedContext ctx = accel::DistributedContext::from_environment();
+  g_rank = ctx.rank();
+  accel::Communicator* comm = ctx.communicator();
+  WCHECK(comm != nullptr && ctx.store() != nullptr, "world communicator and store");
+  if (comm == nullptr) return;
+  WCHECK(comm->world_size() == ctx.world_size() && comm->rank() == ctx.rank(), "rank/world");
+  check_all_reduce(*comm);
+  check_other_ops(*comm);
+  check_work_semantics(*comm);
+  // A second communicator with peer checks on every call.
+  accel::CommunicatorOptions options = comm->options();
+  options.name = "checked";
+  options.check_peers = true;
+  accel::Communicator checked(ctx.plugin(), ctx.store(), options);
+  check_errors(checked);
+}
+
+// The last rank withholds: Work::wait throws TIMEOUT naming all_reduce.
+void scenario_timeout() {
+  accel::DistributedOptions options =
+      accel::DistributedContext::options_from_environment(accel::current_environment());
+  options.timeout = std::chrono::milliseconds(2000);
+  accel::DistributedContext ctx(options);
+  g_rank = ctx.rank();
+  at::Tensor t = at::ones({8});
+  if (ctx.rank() == ctx.world_size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    ctx.communicator()->abort();
+    return;
+  }
+  // The first call is peer-checked synchronously (that check times out instead).
+  const auto start = Clock::now();
+  try {
+    accel::Work work = ctx.communicator()->all_reduce(t);
+    work.wait();
+    WCHECK(false, "no timeout");
+  } catch (const accel::BackendError& e) {
+    WCHECK(e.code() == ACCEL_STATUS_TIMEOUT, "code %d: %s", e.code(), e.what());
+    WCHECK(std::string(e.what()).find("2000 ms") != std::string::npos, "%s", e.what());
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  WCHECK(s < 5.0, "timeout took %.1f s", s);
+  ctx.communicator()->abort();
+}
+
+// Rank 0 aborts from another thread while waiting on a collective the others withhold.
+void scenario_abort() {
+  accel::DistributedContext ctx = accel::DistributedContext::from_environment();
+  g_rank = ctx.rank();
+  accel::Communicator& comm = *ctx.communicator();
+  at::Tensor warm = at::ones({1});
+  comm.all_reduce(warm).wait();  // past the first-use peer check
+  if (ctx.rank() != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    comm.abort();
+    return;
+  }
+  at::Tensor t = at::ones({8});
+  accel::Work work = comm.all_reduce(t);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    comm.abort();
+  });
+  try {
+    work.wait();
+    WCHECK(false, "no error after abort");
+  } catch (const accel::BackendError& e) {
+    WCHECK(e.code() == ACCEL_STATUS_ABORTED, "code %d: %s", e.code(), e.what());
+    WCHECK(e.call() == "all_reduce", "call %s", e.call().c_str());
+  }
+  aborter.join();
+}
+
+int run_worker(const std::string& scenario) {
+  try {
+    if (scenario == "ops") scenario_ops();
+    if (scenario == "timeout") scenario_timeout();
+    if (scenario == "abort") scenario_abort();
+  } catch (const std::exception& e) {
+    WCHECK(false, "exception: %s", e.what());
+  }
+  return g_failures == 0 ? 0 : 1;
+}
+
+// Runs before gtest's main in a child: the worker, then exits.
+const bool g_worker_ran = [] {
+  const char* scenario = std::getenv("ACCEL_COMM_TEST_WORKER");
+  if (scenario == nullptr) return false;
+  const int code = run_worker(scenario);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}();
+
+// ============================================================== parent side
+
+std::string plugin_dir() { return std::filesystem::path(ACCEL_CPU_PLUGIN_PATH).parent_path(); }
+
+// Spawns `world` ranks of `scenario` with the launcher's variables and waits up to
+// deadline_s; returns one line per rank that did not exit 0.
+std::string run_ranks(const std::string& scenario, int world, int deadline_s) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(60);
+  c10d::TCPStore server("127.0.0.1", options);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<std::string> vars = {"ACCEL_COMM_TEST_WORKER=" + scenario,
+                                     "RANK=" + std::to_string(rank),
+                                     "LOCAL_RANK=" + std::to_string(rank),
+                                     "WORLD_SIZE=" + std::to_string(world),
+                                     "LOCAL_WORLD_SIZE=" + std::to_string(world),
+                                     "GROUP_RANK=0",
+                                     "MASTER_ADDR=127.0.0.1",
+                                     "MASTER_PORT=" + std::to_string(server.getPort()),
+                                     "ACCEL_BACKEND=cpu",
+                                     "ACCEL_PLUGIN_PATH=" + plugin_dir()};
+    std::vector<char*> env;
+    for (char** e = environ; *e; ++e) env.push_back(*e);
+    for (auto& s : vars) env.push_back(s.data());
+    env.push_back(nullptr);
+    char self[] = "/proc/self/exe";
+    char* argv[] = {self, nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, env.data()) != 0) {
+      for (pid_t p : pids) kill(p, SIGKILL), waitpid(p, nullptr, 0);
+      return "posix_spawn failed";
+    }
+    pids.push_back(pid);
+  }
+  std::string failures;
+  const auto deadline = Clock::now() + std::chrono::seconds(deadline_s);
+  std::vector<bool> done(world, false);
+  int remaining = world;
+  while (remaining > 0 && Clock::now() < deadline) {
+    for (int rank = 0; rank < world; ++rank) {
+      int status = 0;
+      if (done[rank] || waitpid(pids[rank], &status, WNOHANG) != pids[rank]) continue;
+      done[rank] = true;
+      --remaining;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        failures +=
+            "rank " + std::to_string(rank) + " exited with status " +
+            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) + "\n";
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    if (done[rank]) continue;
+    kill(pids[rank], SIGKILL);
+    waitpid(pids[rank], nullptr, 0);
+    failures +=
+        "rank " + std::to_string(rank) + " killed after " + std::to_string(deadline_s) + " s\n";
+  }
+  return failures;
+}
+
+TEST(Communicator, OpsWorkAndErrorsTwoRanks) { EXPECT_EQ(run_ranks("ops", 2, 120), ""); }
+TEST(Communicator, OpsWorkAndErrorsThreeRanks) { EXPECT_EQ(run_ranks("ops", 3, 120), ""); }
+TEST(Communicator, WaitThrowsTimeoutTwoRanks) { EXPECT_EQ(run_ranks("timeout", 2, 40), ""); }
+TEST(Communicator, AbortFailsPendingWorkTwoRanks) { EXPECT_EQ(run_ranks("abort", 2, 40), ""); }
+
+accel::Environment single_env() {
+  return {{"ACCEL_BACKEND", "cpu"}, {"ACCEL_PLUGIN_DIRS", plugin_dir()}};
+}
+
+TEST(DistributedContext, SingleProcessNeedsNoStore) {
+  accel::DistributedContext ctx = accel::DistributedContext::from_environment(single_env());
+  EXPECT_EQ(ctx.rank(), 0);
+  EXPECT_EQ(ctx.world_size(), 1);
+  EXPECT_TRUE(ctx.is_main_process());
+  EXPECT_EQ(ctx.communicator(), nullptr);
+  EXPECT_EQ(ctx.store(), nullptr);
+  EXPECT_EQ(ctx.plugin()->name(), "cpu");
+  EXPECT_TRUE(ctx.plugin()->initialized());
+  EXPECT_EQ(ctx.device_type(), c10::DeviceType::CPU);
+  EXPECT_EQ(ctx.config().backend, "cpu");
+}
+
+TEST(DistributedContext, ExplicitPluginPath) {
+  accel::DistributedOptions options;
+  options.plugin_path = ACCEL_CPU_PLUGIN_PATH;
+  accel::DistributedContext ctx(options);
+  EXPECT_EQ(ctx.plugin()->path(), std::filesystem::path(ACCEL_CPU_PLUGIN_PATH));
+  EXPECT_EQ(ctx.communicator(), nullptr);
+}
+
+std::string error_of(const accel::Environment& env) {
+  try {
+    accel::DistributedContext::from_environment(env);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DistributedContext, BadEnvironmentNamesTheVariable) {
+  accel::Environment env = single_env();
+  env["RANK"] = "abc";
+  env["WORLD_SIZE"] = "2";
+  EXPECT_NE(error_of(env).find("RANK is 'abc'"), std::string::npos) << error_of(env);
+  env["RANK"] = "2";
+  EXPECT_NE(error_of(env).find("RANK is '2'; expected an integer 0..1"), std::string::npos);
+  env["RANK"] = "1";
+  EXPECT_NE(error_of(env).find("MASTER_ADDR is not set"), std::string::npos) << error_of(env);
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = "99999";
+  EXPECT_NE(error_of(env).find("MASTER_PORT is '99999'"), std::string::npos) << error_of(env);
+  accel::Environment none = {{"ACCEL_PLUGIN_DIRS", plugin_dir()}};
+  EXPECT_NE(error_of(none).find("ACCEL_BACKEND"), std::string::npos) << error_of(none);
+  accel::Environment missing = {{"ACCEL_BACKEND", "nosuchbackend"}};
+  EXPECT_NE(error_of(missing).find("nosuchbackend"), std::string::npos) << error_of(missing);
+}
+
+TEST(DistributedContext, IgnoresSigpipe) {
+  accel::DistributedContext ctx = accel::DistributedContext::from_environment(single_env());
+  struct sigaction action {};
+  sigaction(SIGPIPE, nullptr, &action);
+  EXPECT_EQ(action.sa_handler, SIG_IGN);
+}
+
+// accel::comm::KvStoreBridge against a real TCPStore: keys are prefixed, add keeps
+// a running total, remove deletes (a later get times out), errors are codes.
+TEST(KvStoreBridge, SetGetAddRemove) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(10);
+  auto store = std::make_shared<c10d::TCPStore>("127.0.0.1", options);
+  accel::comm::KvStoreBridge bridge(store, accel::comm::KvStoreBridge::prefix_for("t1"));
+  const accel_kv_store* kv = bridge.kv_store();
+  ASSERT_EQ(kv->struct_size, size_t{ACCEL_KV_STORE_STRUCT_SIZE});
+  ASSERT_NE(kv->add, nullptr);
+  ASSERT_NE(kv->remove, nullptr);
+  EXPECT_EQ(bridge.prefix(), "accel/comm/t1/");
+
+  int64_t total = 0;
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 3, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 3);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 4, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 7);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", -10, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, -3);
+  EXPECT_EQ(store->add("accel/comm/t1/counter", 0), -3);  // prefixed in the store
+  EXPECT_FALSE(store->check({"counter"}));
+  EXPECT_EQ(kv->add(kv->user_data, nullptr, 1, &total), ACCEL_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(kv->add(kv->user_data, "counter", 1, nullptr), ACCEL_STATUS_INVALID_ARGUMENT);
+
+  const char value[] = "v1";
+  EXPECT_EQ(kv->set(kv->user_data, "key", value, 2), ACCEL_STATUS_OK);
+  EXPECT_TRUE(store->check({"accel/comm/t1/key"}));
+  EXPECT_FALSE(store->check({"key"}));
+  std::string got;
+  auto sink = [](void* out, const void* data, size_t size) {
+    static_cast<std::string*>(out)->assign(static_cast<const char*>(data), size);
+  };
+  EXPECT_EQ(kv->get(kv->user_data, "key", 1000, sink, &got), ACCEL_STATUS_OK);
+  EXPECT_EQ(got, "v1");
+
+  EXPECT_EQ(kv->remove(kv->user_data, "key"), ACCEL_STATUS_OK);
+  EXPECT_FALSE(store->check({"accel/comm/t1/key"}));
+  const auto start = Clock::now();
+  EXPECT_EQ(kv->get(kv->user_data, "key", 200, sink, &got), ACCEL_STATUS_TIMEOUT);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_EQ(kv->remove(kv->user_data, "never-set"), ACCEL_STATUS_OK);  // missing: fine
+  EXPECT_EQ(kv->remove(kv->user_data, nullptr), ACCEL_STATUS_INVALID_ARGUMENT);
+
+  // Another communicator's prefix sees none of these keys.
+  accel::comm::KvStoreBridge other(store, accel::comm::KvStoreBridge::prefix_for("t2"));
+  const accel_kv_store* kv2 = other.kv_store();
+  EXPECT_EQ(kv2->add(kv2->user_data, "counter", 1, &total), ACCEL_STATUS_OK);
+  EXPECT_EQ(total, 1);
+}
+
+}  // namespace
