@@ -2,9 +2,6 @@
 #include "cli_common.hpp"
 
 #include <spdlog/spdlog.h>
-#include <toml++/toml.h>
-
-#include <cstdlib>
 
 namespace accelrun {
 
@@ -41,32 +38,27 @@ po::variables_map parse(const std::string& command, const Args& args,
   return vm;
 }
 
-std::optional<std::filesystem::path> default_config_file() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  if (xdg != nullptr && std::filesystem::path(xdg).is_absolute()) {
-    return std::filesystem::path(xdg) / "accelrun" / "default_config.toml";
+EffectiveConfig effective_config() {
+  EffectiveConfig effective;
+  try {
+    effective.resolved = accel::resolve_config({});
+  } catch (const accel::ConfigError& e) {
+    effective.error = e.what();
   }
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') return std::nullopt;
-  return std::filesystem::path(home) / ".config" / "accelrun" / "default_config.toml";
+  return effective;
 }
 
 std::vector<std::filesystem::path> config_plugin_dirs() {
-  std::vector<std::filesystem::path> dirs;
-  const auto file = default_config_file();
-  std::error_code ec;
-  if (!file || !std::filesystem::is_regular_file(*file, ec)) return dirs;
-  try {
-    const toml::table config = toml::parse_file(file->string());
-    if (const toml::array* list = config["plugin_dirs"].as_array()) {
-      for (const auto& item : *list) {
-        if (auto dir = item.value<std::string>()) dirs.emplace_back(*dir);
-      }
-    }
-  } catch (const std::exception& e) {
-    spdlog::warn("{}: cannot read plugin_dirs: {}", file->string(), e.what());
+  const EffectiveConfig effective = effective_config();
+  if (!effective.resolved) {
+    spdlog::warn(
+        "the config's plugin_dirs are not searched: {} (fix it; `accelrun config show` "
+        "checks it)",
+        effective.error);
+    return {};
   }
-  return dirs;
+  const auto& dirs = effective.resolved->config.plugin_dirs;
+  return std::vector<std::filesystem::path>(dirs.begin(), dirs.end());
 }
 
 }  // namespace accelrun

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/config_layers.hpp"
 #include "accel/plugin_registry.hpp"
 #include "commands.hpp"
 
@@ -47,10 +48,15 @@ po::variables_map parse(const std::string& command, const Args& args,
                         const po::options_description& options,
                         const po::positional_options_description& positional = {});
 
-// The config file accelrun reads by default, whether or not it exists:
-// $XDG_CONFIG_HOME/accelrun/default_config.toml, else ~/.config/accelrun/...
-std::optional<std::filesystem::path> default_config_file();
-// The config's plugin_dirs, or none when there is no config file.
+// The effective config as the launcher resolves it without flags (config file from
+// ACCEL_CONFIG_FILE or the default path, then ACCEL_* variables), read by the config
+// module; `error` instead when the file or a variable is invalid.
+struct EffectiveConfig {
+  std::optional<accel::ResolvedConfig> resolved;
+  std::string error;  // one line, with file, line and column
+};
+EffectiveConfig effective_config();
+// The effective config's plugin_dirs; none, with a warning, when the config is invalid.
 std::vector<std::filesystem::path> config_plugin_dirs();
 
 }  // namespace accelrun

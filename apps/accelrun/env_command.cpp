@@ -59,14 +59,22 @@ void print_versions() {
             << "OS:         " << os_line() << "\n";
 }
 
+// The file the launcher would read, chosen and parsed by the config module.
 void print_config_file() {
-  const auto file = default_config_file();
-  std::error_code ec;
-  if (file && std::filesystem::is_regular_file(*file, ec)) {
-    std::cout << "config:     " << file->string() << "\n";
+  const EffectiveConfig effective = effective_config();
+  if (!effective.resolved) {
+    std::cout << "config:     invalid: " << effective.error << "\n";
+  } else if (effective.resolved->file) {
+    std::cout << "config:     " << effective.resolved->file->string() << " ("
+              << effective.resolved->file_chosen_by << ")\n";
   } else {
-    std::cout << "config:     none" << (file ? " (no " + file->string() + ")" : std::string())
-              << "\n";
+    std::string expected;
+    try {
+      expected = " (no " + accel::default_config_path().string() + ")";
+    } catch (const accel::ConfigError& e) {
+      expected = std::string(" (") + e.what() + ")";
+    }
+    std::cout << "config:     none" << expected << "\n";
   }
 }
 
