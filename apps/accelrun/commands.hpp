@@ -12,6 +12,8 @@ using Args = std::vector<std::string>;
 
 int plugins_command(const Args& args);  // accelrun plugins [check PATH]
 int env_command(const Args& args);      // accelrun env
+int launch_command(const Args& args);   // accelrun [launch] [flags] PROGRAM [--] [ARGS]
+int worker_command(const Args& args);   // accelrun __worker SYMBOL PROGRAM (internal)
 int config_command(const Args& args);   // accelrun config [default|show]
 
 }  // namespace accelrun

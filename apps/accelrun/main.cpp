@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "accel/backend.h"
@@ -20,6 +21,8 @@ struct Command {
 
 // One row per subcommand; later issues add launch, config and test here.
 constexpr Command kCommands[] = {
+    {"launch", "run a training program in supervised workers (the default command)",
+     launch_command},
     {"plugins", "list the backend plugins found and why any did not load; `plugins check PATH`",
      plugins_command},
     {"env", "versions, plugin directories, plugins and devices: paste it into a bug report",
@@ -32,6 +35,7 @@ void print_help() {
   std::cout << "accelrun: train LibTorch programs on any accelerator, with backends as plugins\n"
                "\n"
                "Usage: accelrun <command> [options]\n"
+               "       accelrun [launch] [options] PROGRAM [--] [ARGS...]\n"
                "\n"
                "Commands:\n";
   for (const auto& command : kCommands) {
@@ -44,6 +48,7 @@ void print_help() {
                "  --version      accelrun's version and the plugin ABI it speaks\n"
                "\n"
                "Examples:\n"
+               "  accelrun --num_processes 2 ./libtrain.so -- --epochs 3\n"
                "  accelrun plugins\n"
                "  accelrun plugins check ./libbackend_musa.so\n"
                "  accelrun env > env.txt\n";
@@ -66,16 +71,20 @@ int dispatch(const Args& args) {
               << ACCEL_ABI_VERSION_MAJOR << "." << ACCEL_ABI_VERSION_MINOR << ")\n";
     return kExitOk;
   }
+  if (args[0] == "__worker") return worker_command(Args(args.begin() + 1, args.end()));
   for (const auto& command : kCommands) {
     if (args[0] == command.name) return command.run(Args(args.begin() + 1, args.end()));
   }
-  if (args[0].rfind('-', 0) == 0) {
-    throw UsageError("unknown option '" + args[0] + "' before a command",
-                     "put options after the command, e.g. `accelrun plugins " + args[0] +
-                         "`; see `accelrun --help`");
+  // A bare word that is no file is a mistyped command more likely than a program.
+  std::error_code ec;
+  if (args[0].find_first_of("/.-") == std::string::npos &&
+      !std::filesystem::exists(args[0], ec)) {
+    throw UsageError("unknown command '" + args[0] + "'",
+                     "the commands are " + command_names() + ", or give a program's path (./" +
+                         args[0] + "); see `accelrun --help`");
   }
-  throw UsageError("unknown command '" + args[0] + "'",
-                   "the commands are " + command_names() + "; see `accelrun --help`");
+  // Anything else is `accelrun [flags] PROGRAM`: launch is the default command.
+  return launch_command(args);
 }
 
 }  // namespace

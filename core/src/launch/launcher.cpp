@@ -1,0 +1,241 @@
+// The launcher: resolve the config, check the backend, plan, rendezvous, supervise.
+#include "launch/launcher.hpp"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <stdexcept>
+
+#include "launch/plan.hpp"
+#include "launch/program.hpp"
+#include "launch/rendezvous.hpp"
+#include "launch/supervisor.hpp"
+
+namespace accel::launcher {
+namespace {
+
+std::string backends_found(const PluginRegistry& registry) {
+  std::string list;
+  for (const auto& d : registry.candidates()) {
+    if (d.status == CandidateStatus::kShadowed) continue;
+    const std::string name = d.info ? d.info->name : d.path.filename().string();
+    std::string state(to_string(d.status));
+    if (d.status == CandidateStatus::kUnavailable && d.availability)
+      state += ": " + d.availability->reason;
+    if (d.status == CandidateStatus::kInvalid) state += ": " + d.error;
+    list += (list.empty() ? "" : "; ") + name + " (" + state + ")";
+  }
+  return list.empty() ? "none" : list;
+}
+
+std::string join_dirs(const PluginRegistry& registry) {
+  std::string dirs;
+  for (const auto& dir : registry.search_path().dirs)
+    dirs += (dirs.empty() ? "" : ", ") + dir.dir.string();
+  return dirs;
+}
+
+void check_devices(const Plugin& plugin, const RunConfig& config) {
+  if (config.gpu_ids.empty()) return;
+  const int32_t count = plugin.device_count();
+  for (int id : config.gpu_ids) {
+    if (id >= count) {
+      throw std::runtime_error("gpu_ids: device " + std::to_string(id) + " does not exist; the " +
+                               plugin.name() + " backend sees " + std::to_string(count) +
+                               " device(s), numbered from 0");
+    }
+  }
+  const int local = config.processes_per_machine();
+  if (!plugin.info().visible_devices_env.empty() &&
+      static_cast<int>(config.gpu_ids.size()) < local) {
+    throw std::runtime_error("gpu_ids lists " + std::to_string(config.gpu_ids.size()) +
+                             " device(s) but " + std::to_string(local) +
+                             " processes run on this machine: list one device per process, or "
+                             "lower --num_processes");
+  }
+}
+
+// Workers that exec a program: the training library through `accelrun __worker`, or
+// an executable directly. Everything execve needs is built before the fork.
+class ExecGroup : public WorkerGroup {
+ public:
+  ExecGroup(const LaunchPlan& plan, const RunConfig& workers_config, ProgramKind kind,
+            const LaunchRequest& request)
+      : plan_(plan), config_(workers_config), base_(current_environment()) {
+    for (int local : plan.local_ranks) specs_.push_back({plan.global_rank(local), local});
+    if (kind == ProgramKind::kLibrary) {
+      path_ = request.self.string();
+      argv_ = {path_, "__worker", config_.main_training_function, request.program.string()};
+    } else {
+      path_ = request.program.string();
+      argv_ = {path_};
+    }
+    argv_.insert(argv_.end(), request.program_args.begin(), request.program_args.end());
+    for (auto& arg : argv_) argv_ptrs_.push_back(arg.data());
+    argv_ptrs_.push_back(nullptr);
+    exec_failed_ = "accelrun: cannot execute " + path_ + "\n";
+  }
+
+  const std::vector<WorkerSpec>& workers() const override { return specs_; }
+
+  void before_attempt(int restart_count) override {
+    envs_.clear();
+    env_ptrs_.clear();
+    for (const auto& spec : specs_) {
+      envs_.push_back(environment_block(
+          base_, worker_variables(config_, plan_, spec.local_rank, restart_count)));
+    }
+    for (auto& env : envs_) {
+      env_ptrs_.emplace_back();
+      for (auto& entry : env) env_ptrs_.back().push_back(entry.data());
+      env_ptrs_.back().push_back(nullptr);
+    }
+  }
+
+  [[noreturn]] void run_child(size_t index) override {
+    ::execve(path_.c_str(), argv_ptrs_.data(), env_ptrs_[index].data());
+    [[maybe_unused]] ssize_t n = ::write(2, exec_failed_.data(), exec_failed_.size());
+    ::_exit(kExitLoadFailure);
+  }
+
+ private:
+  LaunchPlan plan_;
+  RunConfig config_;
+  Environment base_;
+  std::vector<WorkerSpec> specs_;
+  std::string path_;
+  std::vector<std::string> argv_;
+  std::vector<char*> argv_ptrs_;
+  std::vector<std::vector<std::string>> envs_;
+  std::vector<std::vector<char*>> env_ptrs_;
+  std::string exec_failed_;
+};
+
+std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request) {
+  const bool several_hosts = plan.num_machines > 1 || plan.cluster.has_value();
+  // One process needs no agreed port: a free one avoids clashing with another run.
+  const int port = plan.world_size == 1 ? 0 : plan.master_port;
+  std::unique_ptr<Rendezvous> rendezvous;
+  if (plan.host_store) {
+    rendezvous = Rendezvous::host(several_hosts ? plan.master_addr : "127.0.0.1", port,
+                                  request.rendezvous_timeout);
+    plan.master_port = rendezvous->port();
+  }
+  if (plan.num_machines > 1 && !plan.cluster) {
+    if (!rendezvous)
+      rendezvous = Rendezvous::join(plan.master_addr, port, request.rendezvous_timeout);
+    rendezvous->agree(plan);
+    if (!plan.host_store) rendezvous.reset();  // only machine 0's store lives on
+  }
+  return rendezvous;
+}
+
+void print_plan(const LaunchPlan& plan, const BackendChoice& choice, const LaunchRequest& request,
+                ProgramKind kind) {
+  std::cerr << "accelrun: backend " << plan.backend << " (" << choice.why << ", "
+            << choice.plugin->path().string() << ")\n"
+            << "accelrun: world size " << plan.world_size << ", machine " << plan.machine_rank
+            << " of " << plan.num_machines << ", " << plan.local_ranks.size()
+            << " worker(s) here, first rank " << plan.global_rank(plan.local_ranks.front())
+            << (plan.cluster ? ", ranks from " + plan.cluster->launcher : std::string()) << "\n"
+            << "accelrun: rendezvous " << plan.master_addr << ":" << plan.master_port
+            << (plan.host_store ? " (hosted here)" : "") << "\n"
+            << "accelrun: program " << request.program.string()
+            << (kind == ProgramKind::kLibrary ? " (shared library)" : " (executable)") << "\n";
+}
+
+}  // namespace
+
+PluginRegistry discover_plugins(const std::vector<std::filesystem::path>& cli_dirs,
+                                const RunConfig& config, const LoadOptions& load) {
+  SearchOptions search;
+  search.cli_dirs = cli_dirs;
+  for (const auto& dir : config.plugin_dirs) search.config_dirs.emplace_back(dir);
+  return PluginRegistry::discover(search, load);
+}
+
+std::string detect_backend(const PluginRegistry& registry) {
+  for (const auto& plugin : registry.plugins()) {
+    if (plugin->name() == "cpu") continue;
+    if (plugin->availability().available && plugin->device_count() > 0) return plugin->name();
+  }
+  auto cpu = registry.find("cpu");
+  return cpu && cpu->availability().available ? "cpu" : "";
+}
+
+BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& config,
+                            const std::string& origin) {
+  const std::string& name = config.backend;
+  auto plugin = registry.find(name);
+  if (!plugin) {
+    throw std::runtime_error("backend '" + name + "' (" + origin +
+                             ") has no usable plugin libbackend_" + name + ".so in " +
+                             join_dirs(registry) + "; plugins found: " + backends_found(registry) +
+                             " (see `accelrun plugins`)");
+  }
+  const Availability availability = plugin->availability();
+  if (!availability.available) {
+    throw std::runtime_error("backend '" + name + "' (" + origin + ") cannot run here: " +
+                             availability.reason + "; plugins found: " + backends_found(registry));
+  }
+  if (config.num_processes > 1 && !plugin->has_collectives()) {
+    throw std::runtime_error("backend '" + name + "' has no collectives, so it runs one process; " +
+                             "--num_processes " + std::to_string(config.num_processes) +
+                             " would run duplicate jobs: use --num_processes 1");
+  }
+  check_devices(*plugin, config);
+  return {plugin, origin};
+}
+
+int run_launch(const LaunchRequest& request) {
+  ConfigSources sources = request.sources;
+  ResolvedConfig resolved = resolve_config(sources);
+  const PluginRegistry registry =
+      discover_plugins(request.plugin_dirs, resolved.config, request.load);
+  std::string origin = resolved.origin("backend").to_string();
+  if (resolved.config.backend.empty()) {
+    const std::string detected = detect_backend(registry);
+    sources.detected["backend"] = detected.empty() ? "cpu" : detected;
+    resolved = resolve_config(sources);
+    origin = detected == "cpu" || detected.empty()
+                 ? "detected: no accelerator plugin is available, so cpu"
+                 : "detected: the best available accelerator plugin";
+  }
+  const RunConfig& config = resolved.config;
+  const BackendChoice choice = check_backend(registry, config, origin);
+  const ProgramKind kind = classify_program(request.program);
+  const Environment env = current_environment();
+  LaunchPlan plan = make_plan(config, choice.plugin->info().visible_devices_env,
+                              choice.plugin->abi_version().major, detect_cluster(env), env);
+  if (plan.world_size > 1 && !choice.plugin->has_collectives()) {
+    throw std::runtime_error("backend '" + plan.backend + "' has no collectives, so it runs one " +
+                             "process; the cluster launcher started " +
+                             std::to_string(plan.world_size) + " tasks: start one");
+  }
+  plan.plugin_path = choice.plugin->path().string();
+  const auto rendezvous = start_rendezvous(plan, request);
+  if (request.debug) print_plan(plan, choice, request, kind);
+  // Workers search the launcher's --plugin-dir directories too.
+  RunConfig workers = worker_config(config, plan);
+  std::vector<std::string> dirs;
+  for (const auto& dir : request.plugin_dirs) dirs.push_back(dir.string());
+  workers.plugin_dirs.insert(workers.plugin_dirs.begin(), dirs.begin(), dirs.end());
+  ExecGroup group(plan, workers, kind, request);
+  SupervisorOptions options;
+  options.monitor_interval_s = config.monitor_interval;
+  options.grace_period_s = request.grace_period_s;
+  options.quiet = request.quiet;
+  options.prefix = plan.world_size > 1;
+  options.max_restarts = config.max_restarts;
+  return supervise(group, options).exit_code;
+}
+
+int run_worker_mode(const std::vector<std::string>& args) {
+  if (args.size() < 2) {
+    std::cerr << "accelrun: __worker is internal: accelrun __worker SYMBOL PROGRAM [ARGS...]\n";
+    return 2;
+  }
+  return run_library(args[1], args[0], std::vector<std::string>(args.begin() + 2, args.end()));
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,197 @@
+// Launch planning: ranks, cluster detection, worker environments, agreement text.
+#include "launch/plan.hpp"
+
+#include <charconv>
+#include <sstream>
+#include <stdexcept>
+
+namespace accel::launcher {
+namespace {
+
+std::optional<std::string> lookup(const Environment& env, const std::string& name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+// A non-negative integer variable; throws naming it when it is not one.
+std::optional<int> int_var(const Environment& env, const std::string& name) {
+  auto text = lookup(env, name);
+  if (!text) return std::nullopt;
+  int value = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || value < 0) {
+    throw std::runtime_error(name + "=\"" + *text +
+                             "\" is not a non-negative integer (set by the cluster launcher; "
+                             "unset it or set ACCEL_CLUSTER_LAUNCHER=none)");
+  }
+  return value;
+}
+
+std::optional<ClusterRanks> detect_slurm(const Environment& env) {
+  auto rank = int_var(env, "SLURM_PROCID");
+  auto world = int_var(env, "SLURM_NTASKS");
+  auto local = int_var(env, "SLURM_LOCALID");
+  if (!rank || !world || !local) return std::nullopt;
+  ClusterRanks ranks{"slurm", *rank, *world, *local, 1, 0};
+  ranks.node_rank = int_var(env, "SLURM_NODEID").value_or(0);
+  const int nodes = int_var(env, "SLURM_NNODES").value_or(1);
+  ranks.local_world_size = nodes > 0 ? std::max(1, *world / nodes) : *world;
+  return ranks;
+}
+
+std::optional<ClusterRanks> detect_openmpi(const Environment& env) {
+  auto rank = int_var(env, "OMPI_COMM_WORLD_RANK");
+  auto world = int_var(env, "OMPI_COMM_WORLD_SIZE");
+  auto local = int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!rank || !world || !local) return std::nullopt;
+  ClusterRanks ranks{"openmpi", *rank, *world, *local, 1, 0};
+  ranks.local_world_size = int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE").value_or(*world);
+  ranks.node_rank = int_var(env, "OMPI_COMM_WORLD_NODE_RANK")
+                        .value_or(ranks.local_world_size > 0 ? *rank / ranks.local_world_size : 0);
+  return ranks;
+}
+
+std::string join(const std::vector<int>& ids) {
+  std::string text;
+  for (int id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
+}
+
+std::map<std::string, std::string> decode(const std::string& encoded) {
+  std::map<std::string, std::string> fields;
+  std::istringstream in(encoded);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) fields[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::optional<ClusterRanks> detect_cluster(const Environment& env) {
+  const std::string choice = lookup(env, "ACCEL_CLUSTER_LAUNCHER").value_or("auto");
+  if (choice == "none") return std::nullopt;
+  if (choice != "auto" && choice != "slurm" && choice != "openmpi") {
+    throw std::runtime_error("ACCEL_CLUSTER_LAUNCHER=\"" + choice +
+                             "\" is not one of auto, none, slurm, openmpi");
+  }
+  if (choice != "openmpi") {
+    if (auto ranks = detect_slurm(env)) return ranks;
+  }
+  if (choice != "slurm") return detect_openmpi(env);
+  return std::nullopt;
+}
+
+LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices_env,
+                     uint32_t abi_major, const std::optional<ClusterRanks>& cluster,
+                     const Environment& env) {
+  LaunchPlan plan;
+  plan.backend = config.backend;
+  plan.visible_devices_env = visible_devices_env;
+  plan.gpu_ids = config.gpu_ids;
+  plan.abi_major = abi_major;
+  plan.master_port = config.main_process_port;
+  plan.cluster = cluster;
+  if (!cluster) {
+    plan.world_size = config.num_processes;
+    plan.num_machines = config.num_machines;
+    plan.machine_rank = config.machine_rank;
+    plan.local_world_size = config.processes_per_machine();
+    plan.rank_offset = config.machine_rank * plan.local_world_size;
+    for (int i = 0; i < plan.local_world_size; ++i) plan.local_ranks.push_back(i);
+    plan.master_addr = config.main_process_ip.empty() ? "127.0.0.1" : config.main_process_ip;
+    plan.host_store = config.machine_rank == 0;
+    return plan;
+  }
+  // One worker per task: the cluster launcher started one accelrun per rank.
+  plan.world_size = cluster->world_size;
+  plan.local_world_size = cluster->local_world_size;
+  plan.num_machines = std::max(1, cluster->world_size / std::max(1, cluster->local_world_size));
+  plan.machine_rank = cluster->node_rank;
+  plan.rank_offset = cluster->rank - cluster->local_rank;
+  plan.local_ranks = {cluster->local_rank};
+  plan.host_store = cluster->rank == 0;
+  std::string addr = config.main_process_ip;
+  if (addr.empty()) addr = lookup(env, "MASTER_ADDR").value_or("");
+  if (addr.empty() && cluster->world_size == 1) addr = "127.0.0.1";
+  if (addr.empty()) {
+    throw std::runtime_error("launched by " + cluster->launcher + " with " +
+                             std::to_string(cluster->world_size) +
+                             " tasks but no rendezvous address: pass --main_process_ip "
+                             "<address of the task with rank 0> (or set MASTER_ADDR)");
+  }
+  if (cluster->world_size > 1 && config.main_process_port == 0) {
+    throw std::runtime_error("launched by " + cluster->launcher +
+                             ": --main_process_port 0 cannot work with several tasks; every "
+                             "task must know the port, so set one (e.g. 29500)");
+  }
+  plan.master_addr = addr;
+  return plan;
+}
+
+RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan) {
+  RunConfig workers = config;
+  workers.backend = plan.backend;
+  workers.num_processes = plan.world_size;
+  workers.num_machines = plan.num_machines;
+  workers.machine_rank = plan.machine_rank;
+  workers.main_process_port = plan.master_port;
+  if (workers.main_process_ip.empty() && plan.num_machines > 1)
+    workers.main_process_ip = plan.master_addr;
+  return workers;
+}
+
+Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
+                             int restart_count) {
+  Environment vars = to_environment(workers);
+  vars["RANK"] = std::to_string(plan.global_rank(local_rank));
+  vars["LOCAL_RANK"] = std::to_string(local_rank);
+  vars["WORLD_SIZE"] = std::to_string(plan.world_size);
+  vars["LOCAL_WORLD_SIZE"] = std::to_string(plan.local_world_size);
+  vars["GROUP_RANK"] = std::to_string(plan.machine_rank);
+  vars["MASTER_ADDR"] = plan.master_addr;
+  vars["MASTER_PORT"] = std::to_string(plan.master_port);
+  vars["ACCEL_RESTART_COUNT"] = std::to_string(restart_count);
+  if (!plan.plugin_path.empty()) vars["ACCEL_BACKEND_PLUGIN_PATH"] = plan.plugin_path;
+  if (!plan.visible_devices_env.empty() && !plan.gpu_ids.empty())
+    vars[plan.visible_devices_env] = join(plan.gpu_ids);
+  return vars;
+}
+
+std::vector<std::string> environment_block(const Environment& base, const Environment& overrides) {
+  Environment merged = base;
+  for (const auto& [key, value] : overrides) merged[key] = value;
+  std::vector<std::string> block;
+  block.reserve(merged.size());
+  for (const auto& [key, value] : merged) block.push_back(key + "=" + value);
+  return block;
+}
+
+std::string encode_agreement(const LaunchPlan& plan) {
+  return "world size=" + std::to_string(plan.world_size) +
+         "\nnumber of machines=" + std::to_string(plan.num_machines) +
+         "\nprocesses per machine=" + std::to_string(plan.local_world_size) +
+         "\nbackend=" + plan.backend + "\nplugin ABI major=" + std::to_string(plan.abi_major) +
+         "\n";
+}
+
+std::string agreement_difference(const std::string& encoded_a, int machine_a,
+                                 const std::string& encoded_b, int machine_b) {
+  const auto a = decode(encoded_a);
+  const auto b = decode(encoded_b);
+  for (const auto& [field, value] : a) {
+    auto other = b.find(field);
+    const std::string other_value = other == b.end() ? "(missing)" : other->second;
+    if (other_value != value) {
+      return field + ": " + value + " on machine " + std::to_string(machine_a) + ", " +
+             other_value + " on machine " + std::to_string(machine_b);
+    }
+  }
+  return "";
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,81 @@
+// The launch plan: who runs where, derived from the effective config, the chosen plugin
+// and (under srun or mpirun) the cluster launcher's ranks; and each worker's environment.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accel/config_layers.hpp"
+#include "accel/run_config.hpp"
+
+namespace accel::launcher {
+
+// Ranks given by a cluster launcher that started one accelrun per task (srun, mpirun).
+struct ClusterRanks {
+  std::string launcher;  // "slurm" or "openmpi"
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+};
+
+// Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (+ SLURM_NODEID, SLURM_NNODES).
+// Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE, _NODE_RANK).
+// ACCEL_CLUSTER_LAUNCHER=none turns detection off (e.g. accelrun inside an sbatch
+// script, outside srun); =slurm or =openmpi accepts only that one. nullopt when none
+// applies. Throws std::runtime_error naming the variable when one is malformed.
+std::optional<ClusterRanks> detect_cluster(const Environment& env);
+
+struct LaunchPlan {
+  int world_size = 1;
+  int num_machines = 1;
+  int machine_rank = 0;          // GROUP_RANK
+  int local_world_size = 1;      // processes per machine
+  int rank_offset = 0;           // global rank of local rank 0 on this machine
+  std::vector<int> local_ranks;  // the local ranks this launcher starts
+  std::string master_addr;       // where workers (and other launchers) find the store
+  int master_port = 0;           // 0 until the store is up, when port 0 was asked for
+  bool host_store = true;        // this launcher hosts the TCPStore
+  std::string backend;
+  std::string visible_devices_env;  // "" when the plugin has none
+  std::string plugin_path;          // the chosen plugin's file: ACCEL_BACKEND_PLUGIN_PATH
+  std::vector<int> gpu_ids;
+  uint32_t abi_major = 0;
+  std::optional<ClusterRanks> cluster;
+
+  int global_rank(int local_rank) const { return rank_offset + local_rank; }
+};
+
+// The plan for one launcher. `config` is resolved and validated; the plugin facts come
+// from the chosen plugin. Throws std::runtime_error for a cluster plan that cannot work
+// (no address for a multi-task job, port 0 with several tasks).
+LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices_env,
+                     uint32_t abi_major, const std::optional<ClusterRanks>& cluster,
+                     const Environment& env);
+
+// The config the workers see (ACCEL_* via to_environment): the plan's backend, sizes,
+// ranks and the store's real port.
+RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan);
+
+// The variables set for one worker on top of the launcher's environment: RANK,
+// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, the
+// visible-devices variable (the whole gpu_ids list; LOCAL_RANK picks the device),
+// ACCEL_RESTART_COUNT, ACCEL_BACKEND_PLUGIN_PATH (the plugin the launcher checked, so a
+// worker loads the same file) and to_environment(worker_config).
+Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
+                             int restart_count);
+
+// base with overrides applied, as "KEY=VALUE" strings for execve.
+std::vector<std::string> environment_block(const Environment& base, const Environment& overrides);
+
+// Multi-node agreement: what every machine's launcher must agree on, as text for the
+// store, and the first difference between two plans ("" when they agree), e.g.
+// "world size: 6 on machine 1, 4 on machine 0".
+std::string encode_agreement(const LaunchPlan& plan);
+std::string agreement_difference(const std::string& encoded_a, int machine_a,
+                                 const std::string& encoded_b, int machine_b);
+
+}  // namespace accel::launcher

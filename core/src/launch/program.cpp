@@ -1,0 +1,120 @@
+// Program classification by ELF header and the library worker.
+#include "launch/program.hpp"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace accel::launcher {
+namespace {
+
+using Ehdr = ElfW(Ehdr);
+using Phdr = ElfW(Phdr);
+
+std::runtime_error program_error(const std::filesystem::path& path, const std::string& what) {
+  return std::runtime_error("program " + path.string() + ": " + what);
+}
+
+bool has_interpreter(std::ifstream& in, const Ehdr& header) {
+  if (header.e_phentsize != sizeof(Phdr)) return false;
+  for (unsigned i = 0; i < header.e_phnum; ++i) {
+    Phdr segment{};
+    in.seekg(static_cast<std::streamoff>(header.e_phoff + i * sizeof(Phdr)));
+    if (!in.read(reinterpret_cast<char*>(&segment), sizeof segment)) return false;
+    if (segment.p_type == PT_INTERP) return true;
+  }
+  return false;
+}
+
+void require_executable(const std::filesystem::path& path) {
+  if (::access(path.c_str(), X_OK) != 0) {
+    throw program_error(path, "is an executable without execute permission (chmod +x it)");
+  }
+}
+
+ProgramKind classify_elf(std::ifstream& in, const Ehdr& header, const std::filesystem::path& path) {
+  const int host_class = sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32;
+  if (header.e_ident[EI_CLASS] != host_class) {
+    throw program_error(path, std::string("is a ") +
+                                  (header.e_ident[EI_CLASS] == ELFCLASS32 ? "32" : "64") +
+                                  "-bit ELF file; this machine runs " +
+                                  (host_class == ELFCLASS32 ? "32" : "64") + "-bit programs");
+  }
+  if (header.e_type == ET_EXEC) {
+    require_executable(path);
+    return ProgramKind::kExecutable;
+  }
+  if (header.e_type != ET_DYN) {
+    throw program_error(path, "is an ELF file of type " + std::to_string(header.e_type) +
+                                  ", neither a shared library nor an executable");
+  }
+  if (has_interpreter(in, header)) {
+    require_executable(path);
+    return ProgramKind::kExecutable;
+  }
+  return ProgramKind::kLibrary;
+}
+
+}  // namespace
+
+ProgramKind classify_program(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw program_error(path, "no such file");
+  if (std::filesystem::is_directory(path, ec)) throw program_error(path, "is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw program_error(path, "cannot be read");
+  Ehdr header{};
+  in.read(reinterpret_cast<char*>(&header), sizeof header);
+  const auto got = static_cast<size_t>(in.gcount());
+  in.clear();
+  if (got >= 2 && header.e_ident[0] == '#' && header.e_ident[1] == '!') {
+    require_executable(path);
+    return ProgramKind::kExecutable;
+  }
+  if (got < sizeof header || std::string(reinterpret_cast<char*>(header.e_ident), SELFMAG) !=
+                                 std::string(ELFMAG, SELFMAG)) {
+    throw program_error(path,
+                        "is neither a shared library (train.so exporting accel_main) nor an "
+                        "executable (ELF or #! script)");
+  }
+  return classify_elf(in, header, path);
+}
+
+int run_library(const std::filesystem::path& path, const std::string& symbol,
+                const std::vector<std::string>& args) {
+  void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = ::dlerror();
+    std::fprintf(stderr, "accelrun: cannot load the training program %s: %s\n", path.c_str(),
+                 why != nullptr ? why : "unknown dlopen error");
+    return kExitLoadFailure;
+  }
+  ::dlerror();
+  void* entry = ::dlsym(library, symbol.c_str());
+  if (entry == nullptr) {
+    std::fprintf(stderr,
+                 "accelrun: the training program %s does not export `%s` (the config key "
+                 "main_training_function names it); define it with ACCEL_MAIN(your_main) from "
+                 "<accel/main.hpp>, or set main_training_function to the symbol it exports\n",
+                 path.c_str(), symbol.c_str());
+    return kExitLoadFailure;
+  }
+  std::vector<std::string> storage;
+  storage.push_back(path.string());
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  using Main = int (*)(int, char**);
+  const int code = reinterpret_cast<Main>(entry)(static_cast<int>(storage.size()), argv.data());
+  std::fflush(nullptr);
+  // The library stays loaded: its static destructors run at exit, after ours.
+  return code;
+}
+
+}  // namespace accel::launcher

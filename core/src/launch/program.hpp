@@ -1,0 +1,29 @@
+// What the launcher runs in each worker: a training library (train.so, entered through
+// accel_main) or an executable (exec'd as is), and the worker side of a library.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace accel::launcher {
+
+enum class ProgramKind {
+  kLibrary,     // ELF ET_DYN without PT_INTERP: loaded by `accelrun __worker`
+  kExecutable,  // ELF with an interpreter or ET_EXEC, or a #! script: exec'd directly
+};
+
+// Decides how to run `path`. Throws std::runtime_error with one line naming the file
+// when it is missing, unreadable, not ELF for this machine and not a script, or an
+// executable without execute permission.
+ProgramKind classify_program(const std::filesystem::path& path);
+
+// The worker side of a library: dlopen(path, RTLD_NOW|RTLD_LOCAL), find `symbol`, call
+// it with argv = {path, args...} and return its value. Failures print one line to stderr
+// naming the file and dlerror's text, or the symbol and the config key
+// main_training_function, and return kExitLoadFailure.
+inline constexpr int kExitLoadFailure = 127;
+int run_library(const std::filesystem::path& path, const std::string& symbol,
+                const std::vector<std::string>& args);
+
+}  // namespace accel::launcher

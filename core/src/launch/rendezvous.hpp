@@ -1,0 +1,44 @@
+// The launcher's side of the rendezvous: hosting (machine rank 0) or joining the
+// c10d::TCPStore the workers meet at, and the multi-node agreement check. The only
+// launch file that touches LibTorch; this header keeps it out of its includers.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "launch/plan.hpp"
+
+namespace accel::launcher {
+
+class Rendezvous {
+ public:
+  // Starts a TCPStore server (is_master, not waiting for workers) on `port`; 0 picks a
+  // free port (read it back with port()). `addr` is where this process's own client
+  // connects. LibTorch 1.13's server listens on every interface whatever addr is.
+  // Throws std::runtime_error; a port in use is one line suggesting
+  // --main_process_port 0.
+  static std::unique_ptr<Rendezvous> host(const std::string& addr, int port,
+                                          std::chrono::milliseconds timeout);
+  // Connects to the store at addr:port, retrying until `timeout`.
+  static std::unique_ptr<Rendezvous> join(const std::string& addr, int port,
+                                          std::chrono::milliseconds timeout);
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  int port() const;
+
+  // Every machine's launcher publishes encode_agreement(plan) under its machine rank;
+  // machine 0 compares each with its own and publishes a verdict the others wait for.
+  // Throws std::runtime_error naming the machine that disagrees and both values, or the
+  // machine that did not join within the timeout.
+  void agree(const LaunchPlan& plan);
+
+ private:
+  struct Impl;
+  explicit Rendezvous(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel::launcher

@@ -1,0 +1,411 @@
+// The supervision loop: spawn, relay, reap, stop, restart.
+#include "launch/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <system_error>
+
+namespace accel::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal_number) {
+  const int saved = errno;
+  const auto byte = static_cast<unsigned char>(signal_number);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+std::system_error system_error(const char* what) {
+  return std::system_error(errno, std::generic_category(), what);
+}
+
+// Installs the self-pipe handlers; restores the previous handlers on destruction.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw system_error("pipe2");
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < std::size(kHandledSignals); ++i)
+      ::sigaction(kHandledSignals[i], &action, &saved_[i]);
+  }
+  ~SignalGuard() {
+    for (size_t i = 0; i < std::size(kHandledSignals); ++i)
+      ::sigaction(kHandledSignals[i], &saved_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  struct sigaction saved_[std::size(kHandledSignals)]{};
+};
+
+struct OutputPipe {
+  int fd = -1;
+  int target = 1;  // the launcher's fd the lines go to
+  std::string partial;
+};
+
+struct Worker {
+  WorkerSpec spec;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  OutputPipe out, err;
+  std::deque<std::string> tail;
+};
+
+class Attempt {
+ public:
+  Attempt(WorkerGroup& group, const SupervisorOptions& options, int restart_count)
+      : group_(group), options_(options), restart_count_(restart_count) {}
+  ~Attempt();
+
+  void spawn();
+  void run();  // until every worker is reaped and its output drained
+
+  int signal_received = 0;
+  const Worker* failure = nullptr;
+  std::vector<Worker> workers;
+
+ private:
+  void spawn_one(size_t index, const std::vector<int>& child_closes);
+  [[noreturn]] void child_setup(size_t index, pid_t parent, const std::vector<int>& closes);
+  void handle_signals();
+  void read_output(OutputPipe& pipe, Worker& worker);
+  void emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line);
+  void reap();
+  void stop_all(int signal_number);
+  bool any_running() const;
+  bool any_open() const;
+  int poll_timeout_ms() const;
+  void close_pipes();
+
+  WorkerGroup& group_;
+  const SupervisorOptions& options_;
+  int restart_count_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_{};
+  Clock::time_point drain_deadline_{};
+  bool draining_ = false;
+};
+
+Attempt::~Attempt() {
+  // Only reached with live workers when something threw: never leave them behind.
+  for (auto& worker : workers) {
+    if (!worker.running) continue;
+    ::kill(-worker.pid, SIGKILL);
+    ::kill(worker.pid, SIGKILL);
+    ::waitpid(worker.pid, &worker.status, 0);
+  }
+  close_pipes();
+}
+
+void Attempt::close_pipes() {
+  for (auto& worker : workers) {
+    for (OutputPipe* pipe : {&worker.out, &worker.err}) {
+      if (pipe->fd >= 0) ::close(pipe->fd);
+      pipe->fd = -1;
+    }
+  }
+}
+
+void Attempt::spawn() {
+  const auto& specs = group_.workers();
+  workers.resize(specs.size());
+  std::vector<int> write_ends;
+  std::vector<std::pair<int, int>> pipes(specs.size() * 2);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    workers[i].spec = specs[i];
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw system_error("pipe2");
+    workers[i].out = {out[0], 1, {}};
+    workers[i].err = {err[0], 2, {}};
+    pipes[2 * i] = {out[0], out[1]};
+    pipes[2 * i + 1] = {err[0], err[1]};
+  }
+  // Each child keeps its own two write ends (as 1 and 2) and closes every other pipe
+  // end, so one worker never holds another's pipe open.
+  std::vector<int> all_fds = {g_signal_pipe[0], g_signal_pipe[1]};
+  for (auto [r, w] : pipes) {
+    all_fds.push_back(r);
+    all_fds.push_back(w);
+  }
+  group_.before_attempt(restart_count_);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::vector<int> closes = all_fds;
+    closes.erase(std::remove(closes.begin(), closes.end(), pipes[2 * i].second), closes.end());
+    closes.erase(std::remove(closes.begin(), closes.end(), pipes[2 * i + 1].second), closes.end());
+    // The child dup2s its write ends onto 1 and 2: pass them first.
+    closes.insert(closes.begin(), {pipes[2 * i].second, pipes[2 * i + 1].second});
+    spawn_one(i, closes);
+  }
+  for (auto [r, w] : pipes) ::close(w);
+  group_.after_spawn(restart_count_);
+}
+
+void Attempt::spawn_one(size_t index, const std::vector<int>& child_fds) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw system_error("fork");
+  if (pid == 0) child_setup(index, parent, child_fds);
+  ::setpgid(pid, pid);  // also done in the child: whichever runs first wins the race
+  workers[index].pid = pid;
+  workers[index].running = true;
+}
+
+// Async-signal-safe only: the parent may have threads.
+void Attempt::child_setup(size_t index, pid_t parent, const std::vector<int>& fds) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before prctl
+  if (::dup2(fds[0], 1) < 0 || ::dup2(fds[1], 2) < 0) ::_exit(127);
+  for (size_t i = 0; i < fds.size(); ++i) ::close(fds[i]);
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  for (int s : kHandledSignals) ::sigaction(s, &action, nullptr);
+  ::sigaction(SIGPIPE, &action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  group_.run_child(index);
+  ::_exit(127);  // run_child must not return
+}
+
+bool Attempt::any_running() const {
+  return std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
+}
+
+bool Attempt::any_open() const {
+  return std::any_of(workers.begin(), workers.end(),
+                     [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
+}
+
+int Attempt::poll_timeout_ms() const {
+  auto timeout = std::chrono::duration<double>(options_.monitor_interval_s);
+  const auto now = Clock::now();
+  if (stopping_ && !killed_)
+    timeout = std::min<std::chrono::duration<double>>(timeout, kill_deadline_ - now);
+  if (draining_) timeout = std::min<std::chrono::duration<double>>(timeout, drain_deadline_ - now);
+  const double ms = std::chrono::duration<double, std::milli>(timeout).count();
+  return std::max(1, static_cast<int>(ms + 0.999));
+}
+
+void Attempt::stop_all(int signal_number) {
+  for (auto& worker : workers) {
+    if (!worker.running) continue;
+    ::kill(-worker.pid, signal_number);  // its process group: its children too
+    ::kill(worker.pid, signal_number);   // in case it left the group
+  }
+  if (signal_number == SIGKILL) {
+    killed_ = true;
+  } else if (!stopping_) {
+    stopping_ = true;
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+}
+
+void Attempt::handle_signals() {
+  unsigned char bytes[64];
+  ssize_t n = 0;
+  while ((n = ::read(g_signal_pipe[0], bytes, sizeof bytes)) > 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      const int s = bytes[i];
+      if (s == SIGCHLD) continue;  // reap() runs after every wake-up
+      if (signal_received != 0) {
+        stop_all(SIGKILL);  // asked twice: stop now
+        continue;
+      }
+      signal_received = s;
+      stop_all(s);
+    }
+  }
+}
+
+void Attempt::emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) {
+  worker.tail.push_back(line);
+  while (worker.tail.size() > options_.tail_lines) worker.tail.pop_front();
+  if (options_.quiet && worker.spec.rank != 0) return;
+  std::string text = options_.prefix ? "[rank " + std::to_string(worker.spec.rank) + "] " : "";
+  text += line + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(pipe.target, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the launcher's own output is gone: keep supervising
+    done += static_cast<size_t>(n);
+  }
+}
+
+void Attempt::read_output(OutputPipe& pipe, Worker& worker) {
+  char buffer[65536];
+  const ssize_t n = ::read(pipe.fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    if (!pipe.partial.empty()) emit_line(worker, pipe, pipe.partial);
+    pipe.partial.clear();
+    ::close(pipe.fd);
+    pipe.fd = -1;
+    return;
+  }
+  pipe.partial.append(buffer, static_cast<size_t>(n));
+  size_t start = 0, newline = 0;
+  while ((newline = pipe.partial.find('\n', start)) != std::string::npos) {
+    emit_line(worker, pipe, pipe.partial.substr(start, newline - start));
+    start = newline + 1;
+  }
+  pipe.partial.erase(0, start);
+}
+
+void Attempt::reap() {
+  for (auto& worker : workers) {
+    if (!worker.running) continue;
+    int status = 0;
+    const pid_t got = ::waitpid(worker.pid, &status, WNOHANG);
+    if (got != worker.pid) continue;
+    worker.running = false;
+    worker.status = status;
+    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && failure == nullptr && signal_received == 0 && !stopping_) {
+      failure = &worker;
+      stop_all(SIGTERM);
+    }
+  }
+}
+
+void Attempt::run() {
+  while (any_running() || any_open()) {
+    std::vector<pollfd> fds = {{g_signal_pipe[0], POLLIN, 0}};
+    std::vector<std::pair<OutputPipe*, Worker*>> owners = {{nullptr, nullptr}};
+    for (auto& worker : workers) {
+      for (OutputPipe* pipe : {&worker.out, &worker.err}) {
+        if (pipe->fd < 0) continue;
+        fds.push_back({pipe->fd, POLLIN, 0});
+        owners.emplace_back(pipe, &worker);
+      }
+    }
+    const int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0 && errno != EINTR) throw system_error("poll");
+    if (fds[0].revents != 0) handle_signals();
+    for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_output(*owners[i].first, *owners[i].second);
+    }
+    reap();
+    const auto now = Clock::now();
+    if (stopping_ && !killed_ && now >= kill_deadline_ && any_running()) stop_all(SIGKILL);
+    if (!any_running() && !draining_) {
+      // A grandchild may hold a pipe open: drain for a moment, then stop reading.
+      draining_ = true;
+      drain_deadline_ = now + std::chrono::seconds(1);
+    }
+    if (draining_ && now >= drain_deadline_) close_pipes();
+  }
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string failure_report(const Worker& worker, size_t others) {
+  std::string what;
+  if (WIFSIGNALED(worker.status)) {
+    what = "was killed by signal " + std::to_string(WTERMSIG(worker.status)) + ", " +
+           signal_description(WTERMSIG(worker.status));
+  } else {
+    what = "exited with code " + std::to_string(exit_code_of(worker.status));
+  }
+  std::string report = "accelrun: rank " + std::to_string(worker.spec.rank) + " (local rank " +
+                       std::to_string(worker.spec.local_rank) + ", pid " +
+                       std::to_string(worker.pid) + ") " + what;
+  if (others > 0) report += "; the other " + std::to_string(others) + " worker(s) were stopped";
+  report += "\n";
+  if (worker.tail.empty())
+    return report + "accelrun: rank " + std::to_string(worker.spec.rank) + " printed nothing\n";
+  report += "accelrun: last " + std::to_string(worker.tail.size()) + " line(s) of rank " +
+            std::to_string(worker.spec.rank) + ":\n";
+  for (const auto& line : worker.tail) report += "  | " + line + "\n";
+  return report;
+}
+
+void write_stderr(const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(2, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string signal_description(int signal_number) {
+  std::string name;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* abbrev = ::sigabbrev_np(signal_number)) name = std::string("SIG") + abbrev;
+#endif
+  if (name.empty()) name = "signal " + std::to_string(signal_number);
+  const char* text = ::strsignal(signal_number);
+  return text != nullptr ? name + " (" + text + ")" : name;
+}
+
+SuperviseResult supervise(WorkerGroup& group, const SupervisorOptions& options) {
+  SignalGuard signals;
+  SuperviseResult result;
+  for (int restart = 0;; ++restart) {
+    Attempt attempt(group, options, restart);
+    try {
+      attempt.spawn();
+    } catch (...) {
+      group.after_attempt();
+      throw;  // ~Attempt kills and reaps what was started
+    }
+    attempt.run();
+    group.after_attempt();
+    result.restarts = restart;
+    if (attempt.signal_received != 0) {
+      result.signal_received = attempt.signal_received;
+      result.exit_code = 128 + attempt.signal_received;
+      result.report = "accelrun: stopped by " + signal_description(attempt.signal_received) +
+                      "; forwarded it to the workers\n";
+      write_stderr(result.report);
+      return result;
+    }
+    if (attempt.failure == nullptr) return result;
+    const Worker& failed = *attempt.failure;
+    result.failed_rank = failed.spec.rank;
+    result.exit_code = exit_code_of(failed.status);
+    result.report = failure_report(failed, attempt.workers.size() - 1);
+    write_stderr(result.report);
+    if (restart >= options.max_restarts) return result;
+    write_stderr("accelrun: restarting the workers (restart " + std::to_string(restart + 1) +
+                 " of " + std::to_string(options.max_restarts) + ")\n");
+  }
+}
+
+}  // namespace accel::launcher
