@@ -11,6 +11,9 @@
 #include "cli_common.hpp"
 
 namespace accelrun {
+
+int plugins_test_command(const Args& args);  // accelrun plugins test PATH [--ranks N]
+
 namespace {
 
 struct Command {
@@ -72,6 +75,10 @@ int dispatch(const Args& args) {
     return kExitOk;
   }
   if (args[0] == "__worker") return worker_command(Args(args.begin() + 1, args.end()));
+  // `plugins test PATH` runs the conformance kit (plugins_test_command.cpp).
+  if (args.size() >= 2 && args[0] == "plugins" && args[1] == "test") {
+    return plugins_test_command(Args(args.begin() + 2, args.end()));
+  }
   for (const auto& command : kCommands) {
     if (args[0] == command.name) return command.run(Args(args.begin() + 1, args.end()));
   }
