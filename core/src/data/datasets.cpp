@@ -1,0 +1,115 @@
+// Fashion-MNIST and the synthetic text task as in-memory tensors.
+#include "accel/datasets.hpp"
+
+#include <ATen/Functions.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "data/splitmix.hpp"
+
+namespace accel::datasets {
+namespace {
+
+constexpr std::uint32_t kImageSide = 28;
+
+IdxArray read_checked(const std::filesystem::path& path, std::size_t ndims) {
+  IdxArray array = read_idx_gz(path);
+  if (array.dims.size() != ndims) {
+    throw DatasetError(path.string() + ": expected " + std::to_string(ndims) +
+                       " dimensions, found " + std::to_string(array.dims.size()));
+  }
+  return array;
+}
+
+at::Tensor bytes_to_tensor(IdxArray& array) {
+  std::vector<std::int64_t> shape(array.dims.begin(), array.dims.end());
+  // from_blob borrows; clone() so the tensor owns its memory after `array` goes away.
+  return at::from_blob(array.data.data(), shape, at::kByte).clone();
+}
+
+}  // namespace
+
+std::filesystem::path default_fashion_mnist_dir() {
+  if (const char* dir = std::getenv("ACCEL_FASHION_MNIST_DIR"); dir && *dir) return dir;
+  return "/usr/share/datasets/fashion-mnist";
+}
+
+TensorDataset load_fashion_mnist(Split split, const std::filesystem::path& root) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) {
+    throw DatasetError(root.string() +
+                       ": no Fashion-MNIST folder; install Debian's dataset-fashion-mnist "
+                       "package or set ACCEL_FASHION_MNIST_DIR");
+  }
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const auto images_path = root / (prefix + "-images-idx3-ubyte.gz");
+  const auto labels_path = root / (prefix + "-labels-idx1-ubyte.gz");
+  IdxArray images = read_checked(images_path, 3);
+  IdxArray labels = read_checked(labels_path, 1);
+  if (images.dims[1] != kImageSide || images.dims[2] != kImageSide) {
+    throw DatasetError(images_path.string() + ": images are " + std::to_string(images.dims[1]) +
+                       "x" + std::to_string(images.dims[2]) + ", expected 28x28");
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    throw DatasetError(labels_path.string() + ": " + std::to_string(labels.dims[0]) +
+                       " labels for " + std::to_string(images.dims[0]) + " images in " +
+                       images_path.string());
+  }
+  for (std::uint8_t label : labels.data) {
+    if (label >= kFashionMnistClasses) {
+      throw DatasetError(labels_path.string() + ": label " + std::to_string(label) +
+                         " is outside 0..9");
+    }
+  }
+  TensorDataset dataset;
+  dataset.data = bytes_to_tensor(images).to(at::kFloat).div_(255.0).unsqueeze(1);
+  dataset.data.sub_(kFashionMnistMean).div_(kFashionMnistStd);
+  dataset.targets = bytes_to_tensor(labels).to(at::kLong);
+  return dataset;
+}
+
+TensorDataset synthetic_text_classification(const SyntheticTextOptions& o) {
+  if (o.seq_len < 2) throw std::invalid_argument("synthetic text: seq_len must be at least 2");
+  if (o.vocab_size <= kFirstWordToken) {
+    throw std::invalid_argument("synthetic text: vocab_size must be more than " +
+                                std::to_string(kFirstWordToken));
+  }
+  const std::size_t n = o.num_samples, len = o.seq_len;
+  const auto words = static_cast<std::uint64_t>(o.vocab_size - kFirstWordToken);
+  detail::SplitMix64 rng{o.seed ^ 0x5EED0F7E47ULL};
+  std::vector<std::int64_t> tokens(n * len), labels(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t* row = tokens.data() + i * len;
+    for (std::size_t t = 0; t < len; ++t) {
+      row[t] = kFirstWordToken + static_cast<std::int64_t>(rng.below(words));
+    }
+    labels[i] = static_cast<std::int64_t>(rng.below(2));
+    const std::size_t p = rng.below(len - 1);  // a pair at p, p+1
+    if (labels[i] == 1) {
+      row[p] = kMarkerA, row[p + 1] = kMarkerB;
+      continue;
+    }
+    switch (rng.below(3)) {
+      case 0:  // no markers
+        break;
+      case 1: {  // both markers, never A directly before B
+        std::size_t a = rng.below(len);
+        if (len == 2) a = 1;  // the only place for A when B must not follow it
+        std::size_t b = rng.below(len);
+        while (b == a || b == a + 1) b = rng.below(len);
+        row[a] = kMarkerA, row[b] = kMarkerB;
+        break;
+      }
+      default:  // the reversed pair
+        row[p] = kMarkerB, row[p + 1] = kMarkerA;
+    }
+  }
+  TensorDataset dataset;
+  const auto rows = static_cast<std::int64_t>(n), cols = static_cast<std::int64_t>(len);
+  dataset.data = at::from_blob(tokens.data(), {rows, cols}, at::kLong).clone();
+  dataset.targets = at::from_blob(labels.data(), {rows}, at::kLong).clone();
+  return dataset;
+}
+
+}  // namespace accel::datasets

@@ -1,0 +1,99 @@
+// accel::Logger: rank-aware prefixes and main-process filtering over spdlog.
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "accel/logging.hpp"
+
+namespace accel {
+namespace {
+
+int int_from_env(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 1 << 20) {
+    throw std::invalid_argument(std::string("logging: ") + name + "='" + text +
+                                "' is not a non-negative integer");
+  }
+  return static_cast<int>(value);
+}
+
+spdlog::sink_ptr default_sink() {
+  // One stderr sink for all loggers so their lines never interleave mid-line.
+  static spdlog::sink_ptr sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  return sink;
+}
+
+}  // namespace
+
+LogLevel parse_log_level(const std::string& text) {
+  if (text == "trace") return LogLevel::kTrace;
+  if (text == "debug") return LogLevel::kDebug;
+  if (text == "info") return LogLevel::kInfo;
+  if (text == "warn" || text == "warning") return LogLevel::kWarn;
+  if (text == "error") return LogLevel::kError;
+  throw std::invalid_argument("logging: log level '" + text +
+                              "' is not one of trace, debug, info, warn, error");
+}
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarn:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+Logger::Logger(std::string name, LoggerOptions options) {
+  process_index_ = options.process_index ? *options.process_index : int_from_env("RANK", 0);
+  num_processes_ = options.num_processes ? *options.num_processes : int_from_env("WORLD_SIZE", 1);
+  if (num_processes_ < 1 || process_index_ < 0 || process_index_ >= num_processes_) {
+    throw std::invalid_argument("logging: rank " + std::to_string(process_index_) +
+                                " is outside 0.." + std::to_string(num_processes_ - 1));
+  }
+  LogLevel level = LogLevel::kInfo;
+  if (options.level) {
+    level = *options.level;
+  } else if (const char* env = std::getenv("ACCEL_LOG_LEVEL"); env && *env) {
+    level = parse_log_level(env);
+  }
+  main_only_ = options.main_process_only;
+  // Not registered in spdlog's global registry: loggers of the same name in one process
+  // (tests, several Accelerators) must not collide.
+  logger_ = std::make_shared<spdlog::logger>(std::move(name),
+                                             options.sink ? options.sink : default_sink());
+  logger_->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(process_index_) + "/" +
+                       std::to_string(num_processes_) + "] [%^%l%$] [%n] %v");
+  set_level(level);
+}
+
+Logger Logger::all_processes() const {
+  Logger copy = *this;
+  copy.main_only_ = false;
+  return copy;
+}
+
+Logger Logger::main_process_only() const {
+  Logger copy = *this;
+  copy.main_only_ = true;
+  return copy;
+}
+
+void Logger::set_level(LogLevel level) {
+  logger_->set_level(to_spdlog(level));
+  // Warnings and errors reach the terminal at once even if the process dies next.
+  logger_->flush_on(spdlog::level::warn);
+}
+
+}  // namespace accel
