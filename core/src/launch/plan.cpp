@@ -59,13 +59,14 @@ std::string join(const std::vector<int>& ids) {
   return text;
 }
 
-std::map<std::string, std::string> decode(const std::string& encoded) {
-  std::map<std::string, std::string> fields;
+// The fields in their encoding order.
+std::vector<std::pair<std::string, std::string>> decode(const std::string& encoded) {
+  std::vector<std::pair<std::string, std::string>> fields;
   std::istringstream in(encoded);
   std::string line;
   while (std::getline(in, line)) {
     const auto eq = line.find('=');
-    if (eq != std::string::npos) fields[line.substr(0, eq)] = line.substr(eq + 1);
+    if (eq != std::string::npos) fields.emplace_back(line.substr(0, eq), line.substr(eq + 1));
   }
   return fields;
 }
@@ -183,15 +184,18 @@ std::string agreement_difference(const std::string& encoded_a, int machine_a,
                                  const std::string& encoded_b, int machine_b) {
   const auto a = decode(encoded_a);
   const auto b = decode(encoded_b);
+  std::string differences;
   for (const auto& [field, value] : a) {
-    auto other = b.find(field);
-    const std::string other_value = other == b.end() ? "(missing)" : other->second;
-    if (other_value != value) {
-      return field + ": " + value + " on machine " + std::to_string(machine_a) + ", " +
-             other_value + " on machine " + std::to_string(machine_b);
+    std::string other_value = "(missing)";
+    for (const auto& [other_field, other] : b) {
+      if (other_field == field) other_value = other;
     }
+    if (other_value == value) continue;
+    differences += (differences.empty() ? "" : "; ") + field + ": " + value + " on machine " +
+                   std::to_string(machine_a) + ", " + other_value + " on machine " +
+                   std::to_string(machine_b);
   }
-  return "";
+  return differences;
 }
 
 }  // namespace accel::launcher

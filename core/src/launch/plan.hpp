@@ -72,8 +72,8 @@ Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, i
 std::vector<std::string> environment_block(const Environment& base, const Environment& overrides);
 
 // Multi-node agreement: what every machine's launcher must agree on, as text for the
-// store, and the first difference between two plans ("" when they agree), e.g.
-// "world size: 6 on machine 1, 4 on machine 0".
+// store, and every difference between two plans ("" when they agree), e.g.
+// "world size: 6 on machine 1, 4 on machine 0; processes per machine: 3 on machine 1, ...".
 std::string encode_agreement(const LaunchPlan& plan);
 std::string agreement_difference(const std::string& encoded_a, int machine_a,
                                  const std::string& encoded_b, int machine_b);

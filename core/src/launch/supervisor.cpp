@@ -396,7 +396,12 @@ SuperviseResult supervise(WorkerGroup& group, const SupervisorOptions& options) 
       write_stderr(result.report);
       return result;
     }
-    if (attempt.failure == nullptr) return result;
+    if (attempt.failure == nullptr) {
+      result.exit_code = 0;
+      result.failed_rank = -1;
+      result.report.clear();  // an earlier attempt's failure was restarted away
+      return result;
+    }
     const Worker& failed = *attempt.failure;
     result.failed_rank = failed.spec.rank;
     result.exit_code = exit_code_of(failed.status);

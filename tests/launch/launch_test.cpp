@@ -1,0 +1,556 @@
+// The launcher end to end: the built accelrun runs tests/launch/programs/train_program
+// (as train.so and as an executable) on the CPU plugin, on 127.0.0.1. Every run is
+// bounded in time, and after each one no process carrying the test's marker variable
+// is left (workers inherit the launcher's environment). Also the plan's pure functions
+// and accel::launch with lambdas.
+#include "accel/launch.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launch/plan.hpp"
+#include "launch/program.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("accel_launch_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The pids of live processes whose environment holds MARKER=value.
+std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> found;
+  const std::string needle = "ACCEL_LAUNCH_TEST_MARKER=" + marker;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string environ_text = read_file(entry.path() / "environ");
+    std::string stat = read_file(entry.path() / "stat");
+    if (stat.find(") Z") != std::string::npos) continue;  // a zombie's environ is gone anyway
+    size_t start = 0;
+    while (start < environ_text.size()) {
+      const size_t end = environ_text.find('\0', start);
+      if (environ_text.compare(
+              start, (end == std::string::npos ? environ_text.size() : end) - start, needle) == 0) {
+        found.push_back(std::stoi(name));
+        break;
+      }
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  return found;
+}
+
+// One accelrun process: output (stdout and stderr together) goes to a file.
+struct Launcher {
+  pid_t pid = -1;
+  fs::path output;
+  std::string marker;
+  int exit_code = -1;
+
+  std::string text() const { return read_file(output); }
+};
+
+Launcher start(const std::vector<std::string>& args,
+               const std::vector<std::string>& extra_env = {}) {
+  static int counter = 0;
+  Launcher launcher;
+  launcher.marker = std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  launcher.output = scratch_dir() / ("run-" + launcher.marker + ".log");
+  std::vector<std::string> env_strings = {"ACCEL_LAUNCH_TEST_MARKER=" + launcher.marker,
+                                          "XDG_CONFIG_HOME=" + (scratch_dir() / "xdg").string(),
+                                          "ACCEL_PLUGIN_PATH=" CPU_PLUGIN_DIR};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("ACCEL_", 0) == 0 || entry.rfind("SLURM_", 0) == 0 ||
+        entry.rfind("OMPI_", 0) == 0 || entry.rfind("XDG_CONFIG_HOME=", 0) == 0)
+      continue;
+    env_strings.push_back(entry);
+  }
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+  std::vector<std::string> argv_strings = {ACCELRUN_BINARY};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, launcher.output.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  EXPECT_EQ(posix_spawn(&launcher.pid, ACCELRUN_BINARY, &actions, &attr, argv.data(), envp.data()),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  return launcher;
+}
+
+// Waits up to deadline_s; a launcher still running then is killed (a test failure).
+void finish(Launcher& launcher, int deadline_s = 120) {
+  const auto deadline = Clock::now() + std::chrono::seconds(deadline_s);
+  int status = 0;
+  while (::waitpid(launcher.pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      ADD_FAILURE() << "accelrun still running after " << deadline_s << " s:\n" << launcher.text();
+      ::kill(-launcher.pid, SIGKILL);
+      ::waitpid(launcher.pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  launcher.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // No worker may outlive its launcher. PDEATHSIG is asynchronous: allow a moment.
+  std::vector<pid_t> left;
+  for (int i = 0; i < 100; ++i) {
+    left = processes_with(launcher.marker);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left behind, first pid " << left[0];
+  for (pid_t pid : left) ::kill(pid, SIGKILL);
+}
+
+Launcher run(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+             int deadline_s = 120) {
+  Launcher launcher = start(args, extra_env);
+  finish(launcher, deadline_s);
+  return launcher;
+}
+
+bool wait_for_text(const Launcher& launcher, const std::string& text, int count, int deadline_s) {
+  const auto deadline = Clock::now() + std::chrono::seconds(deadline_s);
+  while (Clock::now() < deadline) {
+    const std::string out = launcher.text();
+    int found = 0;
+    for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) ++found;
+    if (found >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// A port nobody listens on right now (the kernel's choice; released before use).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+const std::string kLib = TRAIN_LIBRARY;
+
+// ------------------------------------------------------------ end to end
+
+TEST(Launch, TwoProcessesMeetAtTheStore) {
+  Launcher l = run({"--cpu", "--num_processes", "2", kLib, "--", "--store"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("[rank 0] rank 0 of 2, local 0 of 2, group 0, restart 0, backend cpu"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[rank 1] rank 1 of 2"), std::string::npos) << out;
+  EXPECT_EQ(count(out, "store ok"), 2) << out;
+}
+
+TEST(Launch, FourProcessesThroughTheLaunchCommand) {
+  Launcher l = run({"launch", "--backend", "cpu", "--num_processes", "4", "--main_process_port",
+                    "0", kLib, "--store"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(out.find("[rank " + std::to_string(rank) + "] store ok"), std::string::npos) << out;
+}
+
+TEST(Launch, ExecutableRunsWithTheSameEnvironment) {
+  Launcher l =
+      run({"--num_processes", "2", "--main_process_port", "0", TRAIN_EXECUTABLE, "--", "--store"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_EQ(count(out, "store ok"), 2) << out;
+}
+
+TEST(Launch, SingleProcessNeedsNoPrefix) {
+  Launcher l = run({"--debug", kLib});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("\nrank 0 of 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("accelrun: backend cpu ("), std::string::npos) << out;  // --debug says why
+}
+
+TEST(Launch, WorkerExitCodeStopsTheOthers) {
+  Launcher l = run({"--num_processes", "3", "--main_process_port", "0", kLib, "--", "--mode",
+                    "exit3", "--fail_rank", "1"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 3) << out;
+  EXPECT_NE(out.find("accelrun: rank 1 (local rank 1, pid "), std::string::npos) << out;
+  EXPECT_NE(out.find(") exited with code 3; the other 2 worker(s) were stopped"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  | failing on purpose with exit code 3"), std::string::npos) << out;
+}
+
+TEST(Launch, CrashIsReportedBySignalName) {
+  Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
+                    "segv", "--fail_rank", "0"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 128 + SIGSEGV) << out;
+  EXPECT_NE(out.find("rank 0 (local rank 0, pid "), std::string::npos) << out;
+  EXPECT_NE(out.find("was killed by signal 11, SIGSEGV"), std::string::npos) << out;
+  EXPECT_NE(out.find("  | crashing on purpose"), std::string::npos) << out;
+}
+
+TEST(Launch, HangingWorkerThatIgnoresSigtermIsKilled) {
+  // Rank 0 hangs and ignores SIGTERM; rank 1 fails: rank 0 needs SIGKILL.
+  Launcher l = run({"--num_processes", "2", "--main_process_port", "0", "--grace_period", "1", kLib,
+                    "--", "--mode", "exit3", "--fail_rank", "1", "--ignore_term"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 3) << out;
+  EXPECT_NE(out.find("rank 1 (local rank 1"), std::string::npos) << out;
+}
+
+TEST(Launch, SigtermIsForwardedToTheWorkers) {
+  Launcher l = start(
+      {"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode", "wait_term"});
+  ASSERT_TRUE(wait_for_text(l, "ready", 2, 90)) << l.text();
+  ::kill(l.pid, SIGTERM);
+  finish(l, 60);
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 128 + SIGTERM) << out;
+  EXPECT_NE(out.find("[rank 0] got SIGTERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 1] got SIGTERM"), std::string::npos) << out;
+  EXPECT_NE(out.find("accelrun: stopped by SIGTERM"), std::string::npos) << out;
+}
+
+TEST(Launch, SigintToAHangingGroupExits130) {
+  Launcher l =
+      start({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode", "hang"});
+  ASSERT_TRUE(wait_for_text(l, "rank 1 of 2", 1, 90)) << l.text();
+  ASSERT_TRUE(wait_for_text(l, "rank 0 of 2", 1, 90)) << l.text();
+  ::kill(l.pid, SIGINT);
+  finish(l, 60);
+  EXPECT_EQ(l.exit_code, 128 + SIGINT) << l.text();
+}
+
+TEST(Launch, PortInUseIsOneLineWithTheFix) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  Launcher l = run({"--num_processes", "2", "--main_process_port", port, kLib});
+  ::close(fd);
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 1) << out;
+  EXPECT_EQ(out, "accelrun: main_process_port " + port +
+                     " is already in use on this machine; pass --main_process_port 0 to pick a "
+                     "free one (or choose another port)\n");
+}
+
+TEST(Launch, MaxRestartsRestartsTheGroup) {
+  Launcher l = run({"--num_processes", "2", "--main_process_port", "0", "--max_restarts", "1", kLib,
+                    "--", "--mode", "fail_first", "--fail_rank", "1"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("accelrun: restarting the workers (restart 1 of 1)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("[rank 1] rank 1 of 2, local 1 of 2, group 0, restart 1"), std::string::npos)
+      << out;
+}
+
+TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
+  Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
+                    "fail_first", "--fail_rank", "1"});
+  EXPECT_EQ(l.exit_code, 5) << l.text();
+  EXPECT_EQ(l.text().find("restarting"), std::string::npos) << l.text();
+}
+
+TEST(Launch, MissingSymbolNamesItAndTheConfigKey) {
+  Launcher l = run({"--main_training_function", "no_such_main", kLib});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 127) << out;
+  EXPECT_NE(out.find("does not export `no_such_main` (the config key main_training_function"),
+            std::string::npos)
+      << out;
+}
+
+TEST(Launch, NotALibraryIsRefusedBeforeSpawning) {
+  const fs::path notes = scratch_dir() / "notes.txt";
+  std::ofstream(notes) << "not a program\n";
+  Launcher l = run({"--num_processes", "2", notes.string()});
+  EXPECT_EQ(l.exit_code, 1) << l.text();
+  EXPECT_EQ(l.text(), "accelrun: program " + notes.string() +
+                          ": is neither a shared library (train.so exporting accel_main) nor an "
+                          "executable (ELF or #! script)\n");
+  Launcher missing = run({(scratch_dir() / "absent.so").string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.text().find("absent.so: no such file"), std::string::npos) << missing.text();
+}
+
+TEST(Launch, UnknownBackendListsWhatExists) {
+  Launcher l = run({"--backend", "nosuch", kLib});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 1) << out;
+  EXPECT_NE(out.find("backend 'nosuch' (flag --backend) has no usable plugin"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("plugins found: "), std::string::npos) << out;
+  EXPECT_NE(out.find("cpu (available)"), std::string::npos) << out;
+}
+
+TEST(Launch, BadFlagValueNamesTheFlag) {
+  Launcher l = run({"--num_processes", "zero", kLib});
+  EXPECT_EQ(l.exit_code, 1) << l.text();
+  EXPECT_NE(l.text().find("--num_processes"), std::string::npos) << l.text();
+}
+
+TEST(Launch, TwoMachinesAgreeAndShareTheStore) {
+  const std::string port = std::to_string(free_port());
+  auto machine = [&](const std::string& rank) {
+    return start({"--num_machines", "2", "--machine_rank", rank, "--num_processes", "4",
+                  "--main_process_ip", "127.0.0.1", "--main_process_port", port, "--rdzv_timeout",
+                  "60", kLib, "--", "--store"});
+  };
+  Launcher host = machine("0");
+  Launcher other = machine("1");
+  finish(host);
+  finish(other);
+  EXPECT_EQ(host.exit_code, 0) << host.text();
+  EXPECT_EQ(other.exit_code, 0) << other.text();
+  EXPECT_EQ(count(host.text(), "store ok"), 2) << host.text();
+  EXPECT_NE(other.text().find("[rank 3] rank 3 of 4, local 1 of 2, group 1"), std::string::npos)
+      << other.text();
+  EXPECT_EQ(count(other.text(), "store ok"), 2) << other.text();
+}
+
+TEST(Launch, DisagreeingMachineIsNamedWithBothValues) {
+  const std::string port = std::to_string(free_port());
+  auto machine = [&](const std::string& rank, const std::string& processes) {
+    return start({"--num_machines", "2", "--machine_rank", rank, "--num_processes", processes,
+                  "--main_process_ip", "127.0.0.1", "--main_process_port", port, "--rdzv_timeout",
+                  "60", kLib});
+  };
+  Launcher host = machine("0", "4");
+  Launcher other = machine("1", "6");
+  finish(host);
+  finish(other);
+  const std::string expected =
+      "machine 1 disagrees with machine 0 about the launch plan: world size: 6 on machine 1, 4 "
+      "on machine 0";
+  EXPECT_EQ(host.exit_code, 1) << host.text();
+  EXPECT_EQ(other.exit_code, 1) << other.text();
+  EXPECT_NE(host.text().find(expected), std::string::npos) << host.text();
+  EXPECT_NE(other.text().find(expected), std::string::npos) << other.text();
+}
+
+TEST(Launch, SlurmTasksEachRunOneWorker) {
+  const std::string port = std::to_string(free_port());
+  auto task = [&](int rank) {
+    return start(
+        {"--main_process_ip", "127.0.0.1", "--main_process_port", port, kLib, "--", "--store"},
+        {"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+         "SLURM_LOCALID=" + std::to_string(rank), "SLURM_NNODES=1", "SLURM_NODEID=0"});
+  };
+  Launcher first = task(0);
+  Launcher second = task(1);
+  finish(first);
+  finish(second);
+  EXPECT_EQ(first.exit_code, 0) << first.text();
+  EXPECT_EQ(second.exit_code, 0) << second.text();
+  EXPECT_NE(first.text().find("[rank 0] rank 0 of 2, local 0 of 2"), std::string::npos)
+      << first.text();
+  EXPECT_EQ(first.text().find("[rank 1]"), std::string::npos) << first.text();
+  EXPECT_NE(second.text().find("[rank 1] store ok"), std::string::npos) << second.text();
+}
+
+// ------------------------------------------------------------ accel::launch
+
+accel::LaunchOptions cpu_options(int processes) {
+  ::setenv("ACCEL_PLUGIN_PATH", CPU_PLUGIN_DIR, 1);
+  accel::LaunchOptions options;
+  options.config.backend = "cpu";
+  options.config.num_processes = processes;
+  options.config.main_process_port = 0;
+  options.grace_period_s = 2;
+  return options;
+}
+
+TEST(LaunchApi, LambdaRunsInEveryRank) {
+  const fs::path dir = scratch_dir() / "lambda";
+  fs::create_directories(dir);
+  const accel::LaunchResult result = accel::launch(
+      [&] {
+        const std::string rank = std::getenv("RANK");
+        std::ofstream(dir / ("rank" + rank))
+            << std::getenv("WORLD_SIZE") << " " << std::getenv("MASTER_PORT");
+        return 0;
+      },
+      cpu_options(2));
+  EXPECT_EQ(result.exit_code, 0) << result.report;
+  EXPECT_EQ(result.failed_rank, -1);
+  for (const char* name : {"rank0", "rank1"}) {
+    const std::string text = read_file(dir / name);
+    EXPECT_EQ(text.rfind("2 ", 0), 0u) << name << ": " << text;
+    EXPECT_GT(std::atoi(text.substr(2).c_str()), 0) << text;
+  }
+}
+
+TEST(LaunchApi, FailingRankIsReported) {
+  const accel::LaunchResult result = accel::launch(
+      [] {
+        if (std::string(std::getenv("RANK")) == "1") return 7;
+        for (;;) ::pause();  // stopped by the supervisor
+      },
+      cpu_options(2));
+  EXPECT_EQ(result.exit_code, 7);
+  EXPECT_EQ(result.failed_rank, 1);
+  EXPECT_NE(result.report.find("rank 1 (local rank 1"), std::string::npos) << result.report;
+}
+
+TEST(LaunchApi, OneProcessRunsInTheCaller) {
+  const pid_t caller = ::getpid();
+  pid_t ran_in = 0;
+  const accel::LaunchResult result = accel::launch(
+      [&] {
+        ran_in = ::getpid();
+        return std::string(std::getenv("WORLD_SIZE")) == "1" ? 0 : 4;
+      },
+      cpu_options(1));
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(ran_in, caller);
+}
+
+// ------------------------------------------------------------ pure functions
+
+TEST(LaunchPlan, SlurmAndOpenMpiRanks) {
+  using accel::launcher::detect_cluster;
+  auto slurm = detect_cluster({{"SLURM_PROCID", "5"},
+                               {"SLURM_NTASKS", "8"},
+                               {"SLURM_LOCALID", "1"},
+                               {"SLURM_NNODES", "2"},
+                               {"SLURM_NODEID", "1"}});
+  ASSERT_TRUE(slurm);
+  EXPECT_EQ(slurm->launcher, "slurm");
+  EXPECT_EQ(slurm->rank, 5);
+  EXPECT_EQ(slurm->local_world_size, 4);
+  EXPECT_EQ(slurm->node_rank, 1);
+  auto mpi = detect_cluster({{"OMPI_COMM_WORLD_RANK", "3"},
+                             {"OMPI_COMM_WORLD_SIZE", "4"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  ASSERT_TRUE(mpi);
+  EXPECT_EQ(mpi->launcher, "openmpi");
+  EXPECT_EQ(mpi->node_rank, 1);
+  EXPECT_FALSE(detect_cluster({{"SLURM_PROCID", "0"},
+                               {"SLURM_NTASKS", "2"},
+                               {"SLURM_LOCALID", "0"},
+                               {"ACCEL_CLUSTER_LAUNCHER", "none"}}));
+  EXPECT_FALSE(detect_cluster({}));
+  EXPECT_THROW(
+      detect_cluster({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}}),
+      std::runtime_error);
+}
+
+TEST(LaunchPlan, WorkerVariables) {
+  accel::RunConfig config;
+  config.backend = "cuda";
+  config.num_processes = 4;
+  config.num_machines = 2;
+  config.machine_rank = 1;
+  config.main_process_ip = "10.0.0.1";
+  config.gpu_ids = {2, 3};
+  auto plan = accel::launcher::make_plan(config, "CUDA_VISIBLE_DEVICES", 1, std::nullopt, {});
+  plan.master_port = 29501;
+  const auto vars =
+      accel::launcher::worker_variables(accel::launcher::worker_config(config, plan), plan, 1, 2);
+  EXPECT_EQ(vars.at("RANK"), "3");
+  EXPECT_EQ(vars.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(vars.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(vars.at("LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(vars.at("GROUP_RANK"), "1");
+  EXPECT_EQ(vars.at("MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(vars.at("MASTER_PORT"), "29501");
+  EXPECT_EQ(vars.at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(vars.at("ACCEL_RESTART_COUNT"), "2");
+  EXPECT_EQ(vars.at("ACCEL_BACKEND"), "cuda");
+  EXPECT_EQ(vars.at("ACCEL_MAIN_PROCESS_PORT"), "29501");
+}
+
+TEST(LaunchPlan, AgreementDifference) {
+  accel::launcher::LaunchPlan a, b;
+  a.world_size = 4;
+  b.world_size = 4;
+  a.backend = "cpu";
+  b.backend = "cuda";
+  using accel::launcher::agreement_difference;
+  using accel::launcher::encode_agreement;
+  EXPECT_EQ(agreement_difference(encode_agreement(a), 0, encode_agreement(a), 1), "");
+  EXPECT_EQ(agreement_difference(encode_agreement(b), 1, encode_agreement(a), 0),
+            "backend: cuda on machine 1, cpu on machine 0");
+}
+
+TEST(LaunchProgram, Classification) {
+  using accel::launcher::classify_program;
+  using accel::launcher::ProgramKind;
+  EXPECT_EQ(classify_program(TRAIN_LIBRARY), ProgramKind::kLibrary);
+  EXPECT_EQ(classify_program(TRAIN_EXECUTABLE), ProgramKind::kExecutable);
+  const fs::path script = scratch_dir() / "train.sh";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(script, fs::perms::owner_all);
+  EXPECT_EQ(classify_program(script), ProgramKind::kExecutable);
+  EXPECT_THROW(classify_program(scratch_dir()), std::runtime_error);
+}
+
+}  // namespace

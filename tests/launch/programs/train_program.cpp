@@ -1,0 +1,139 @@
+// The launcher tests' training program, built twice: as a library exporting accel_main
+// through ACCEL_MAIN, and as an executable (TRAIN_PROGRAM_EXECUTABLE). It checks the
+// worker environment, can meet the other ranks at the launcher's c10d store, and can
+// misbehave on purpose:
+//   --mode ok|exit3|segv|hang|fail_first|wait_term   (default ok)
+//   --fail_rank N      the rank that misbehaves in exit3, segv, fail_first (default 1)
+//   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
+//   --store            set a key per rank and read every other rank's
+#include <unistd.h>
+
+#include <accel/main.hpp>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace {
+
+int env_int(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::atoi(value) : -1;
+}
+
+// Every variable the launcher promises, and that they agree with each other.
+bool check_environment(int rank, int world) {
+  const char* required[] = {"RANK",
+                            "LOCAL_RANK",
+                            "WORLD_SIZE",
+                            "LOCAL_WORLD_SIZE",
+                            "GROUP_RANK",
+                            "MASTER_ADDR",
+                            "MASTER_PORT",
+                            "ACCEL_BACKEND",
+                            "ACCEL_RESTART_COUNT",
+                            "ACCEL_NUM_PROCESSES",
+                            "ACCEL_BACKEND_PLUGIN_PATH"};
+  for (const char* name : required) {
+    if (std::getenv(name) == nullptr || *std::getenv(name) == '\0') {
+      std::printf("missing %s\n", name);
+      return false;
+    }
+  }
+  const bool ok = rank >= 0 && rank < world &&
+                  env_int("LOCAL_RANK") < env_int("LOCAL_WORLD_SIZE") &&
+                  env_int("ACCEL_NUM_PROCESSES") == world && env_int("MASTER_PORT") > 0;
+  if (!ok) std::printf("inconsistent environment\n");
+  return ok;
+}
+
+bool meet_at_store(int rank, int world) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env_int("MASTER_PORT"));
+  options.isServer = false;
+  options.timeout = std::chrono::seconds(60);
+  c10d::TCPStore store(std::getenv("MASTER_ADDR"), options);
+  const std::string mine = "rank " + std::to_string(rank);
+  store.set("test/rank/" + std::to_string(rank), {mine.begin(), mine.end()});
+  for (int other = 0; other < world; ++other) {
+    const auto value = store.get("test/rank/" + std::to_string(other));
+    if (std::string(value.begin(), value.end()) != "rank " + std::to_string(other)) return false;
+  }
+  store.add("test/done", 1);  // keep the keys readable until every rank has read them
+  while (store.add("test/done", 0) < world) ::usleep(10000);
+  return true;
+}
+
+void on_term(int) {
+  const char text[] = "got SIGTERM\n";
+  [[maybe_unused]] ssize_t n = ::write(1, text, sizeof text - 1);
+  ::_exit(128 + SIGTERM);
+}
+
+[[noreturn]] void hang() {
+  for (;;) ::pause();
+}
+
+int train_main(int argc, char** argv) {
+  std::string mode = "ok";
+  int fail_rank = 1;
+  bool ignore_term = false, store = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--mode" && i + 1 < argc)
+      mode = argv[++i];
+    else if (arg == "--fail_rank" && i + 1 < argc)
+      fail_rank = std::atoi(argv[++i]);
+    else if (arg == "--ignore_term")
+      ignore_term = true;
+    else if (arg == "--store")
+      store = true;
+  }
+  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  const int restart = env_int("ACCEL_RESTART_COUNT");
+  std::printf("rank %d of %d, local %d of %d, group %d, restart %d, backend %s\n", rank, world,
+              env_int("LOCAL_RANK"), env_int("LOCAL_WORLD_SIZE"), env_int("GROUP_RANK"), restart,
+              std::getenv("ACCEL_BACKEND"));
+  std::fflush(stdout);
+  if (!check_environment(rank, world)) return 9;
+  if (store) {
+    std::printf(meet_at_store(rank, world) ? "store ok\n" : "store mismatch\n");
+    std::fflush(stdout);
+  }
+  if (ignore_term) std::signal(SIGTERM, SIG_IGN);
+  if (mode == "wait_term") std::signal(SIGTERM, on_term);
+  const bool chosen = rank == fail_rank;
+  if (mode == "exit3" && chosen) {
+    std::fprintf(stderr, "failing on purpose with exit code 3\n");
+    return 3;
+  }
+  if (mode == "segv" && chosen) {
+    std::fprintf(stderr, "crashing on purpose\n");
+    std::fflush(stderr);
+    std::raise(SIGSEGV);
+  }
+  if (mode == "fail_first" && chosen && restart == 0) {
+    std::fprintf(stderr, "failing the first run\n");
+    return 5;
+  }
+  if (mode == "fail_first") return 0;
+  if (mode == "wait_term") {
+    std::printf("ready\n");
+    std::fflush(stdout);
+  }
+  if (mode == "ok") {
+    std::printf("done\n");
+    return 0;
+  }
+  hang();  // the launcher has to stop this rank
+}
+
+}  // namespace
+
+#ifdef TRAIN_PROGRAM_EXECUTABLE
+int main(int argc, char** argv) { return train_main(argc, argv); }
+#else
+ACCEL_MAIN(train_main)
+#endif
