@@ -212,6 +212,25 @@ TEST(Launch, FourProcessesThroughTheLaunchCommand) {
     EXPECT_NE(out.find("[rank " + std::to_string(rank) + "] store ok"), std::string::npos) << out;
 }
 
+TEST(Launch, QuietShowsOnlyRankZero) {
+  Launcher l = run({"-q", "--num_processes", "2", "--main_process_port", "0", kLib});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("[rank 0] done"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[rank 1]"), std::string::npos) << out;
+}
+
+TEST(Launch, BareLibraryNameIsTheFileInTheWorkingDirectory) {
+  const fs::path copy = scratch_dir() / "train.so";
+  fs::copy_file(kLib, copy, fs::copy_options::overwrite_existing);
+  const fs::path previous = fs::current_path();
+  fs::current_path(scratch_dir());
+  Launcher l = run({"train.so"});
+  fs::current_path(previous);
+  EXPECT_EQ(l.exit_code, 0) << l.text();
+  EXPECT_NE(l.text().find("done"), std::string::npos) << l.text();
+}
+
 TEST(Launch, ExecutableRunsWithTheSameEnvironment) {
   Launcher l =
       run({"--num_processes", "2", "--main_process_port", "0", TRAIN_EXECUTABLE, "--", "--store"});
@@ -348,6 +367,25 @@ TEST(Launch, UnknownBackendListsWhatExists) {
       << out;
   EXPECT_NE(out.find("plugins found: "), std::string::npos) << out;
   EXPECT_NE(out.find("cpu (available)"), std::string::npos) << out;
+}
+
+TEST(Launch, BackendWithoutCollectivesRefusesSeveralProcesses) {
+  Launcher l =
+      run({"--plugin-dir", ACCEL_TEST_GOOD_DIR, "--backend", "c", "--num_processes", "2", kLib});
+  EXPECT_EQ(l.exit_code, 1) << l.text();
+  EXPECT_NE(l.text().find("accelrun: backend 'c' has no collectives, so it runs one process; "
+                          "--num_processes 2 would run duplicate jobs: use --num_processes 1"),
+            std::string::npos)
+      << l.text();
+}
+
+TEST(Launch, GpuIdsBeyondTheDeviceCountAreRefused) {
+  Launcher l =
+      run({"--plugin-dir", ACCEL_TEST_GOOD_DIR, "--backend", "c", "--gpu_ids", "99", kLib});
+  EXPECT_EQ(l.exit_code, 1) << l.text();
+  EXPECT_NE(l.text().find("accelrun: gpu_ids: device 99 does not exist; the c backend sees "),
+            std::string::npos)
+      << l.text();
 }
 
 TEST(Launch, BadFlagValueNamesTheFlag) {

@@ -64,8 +64,10 @@ class ExecGroup : public WorkerGroup {
       : plan_(plan), config_(workers_config), base_(current_environment()) {
     for (int local : plan.local_ranks) specs_.push_back({plan.global_rank(local), local});
     if (kind == ProgramKind::kLibrary) {
+      // Absolute: dlopen would search the library path for a bare "train.so".
       path_ = request.self.string();
-      argv_ = {path_, "__worker", config_.main_training_function, request.program.string()};
+      argv_ = {path_, "__worker", config_.main_training_function,
+               std::filesystem::absolute(request.program).string()};
     } else {
       path_ = request.program.string();
       argv_ = {path_};
