@@ -84,11 +84,10 @@ int dispatch(const Args& args) {
   }
   // A bare word that is no file is a mistyped command more likely than a program.
   std::error_code ec;
-  if (args[0].find_first_of("/.-") == std::string::npos &&
-      !std::filesystem::exists(args[0], ec)) {
-    throw UsageError("unknown command '" + args[0] + "'",
-                     "the commands are " + command_names() + ", or give a program's path (./" +
-                         args[0] + "); see `accelrun --help`");
+  if (args[0].find_first_of("/.-") == std::string::npos && !std::filesystem::exists(args[0], ec)) {
+    throw UsageError("unknown command '" + args[0] + "'", "the commands are " + command_names() +
+                                                              ", or give a program's path (./" +
+                                                              args[0] + "); see `accelrun --help`");
   }
   // Anything else is `accelrun [flags] PROGRAM`: launch is the default command.
   return launch_command(args);

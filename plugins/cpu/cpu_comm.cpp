@@ -25,12 +25,8 @@
 // when the dup is still the recorded socket (same inode).
 #include "cpu_comm.h"
 
-#include "cpu_comm_store.h"
-#include "cpu_error.h"
-#include "cpu_plugin.h"
-#include "cpu_reduce.h"
-#include "cpu_stream.h"
-
+#include <dirent.h>
+#include <fcntl.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -41,9 +37,6 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
-
-#include <dirent.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -55,11 +48,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "cpu_comm_store.h"
+#include "cpu_error.h"
+#include "cpu_plugin.h"
+#include "cpu_reduce.h"
+#include "cpu_stream.h"
 
 namespace accel_cpu {
 
@@ -133,7 +132,7 @@ struct accel_comm : std::enable_shared_from_this<accel_comm> {
   std::atomic<bool> aborted{false};
   uint32_t next_tag = 0;  // taken on the caller's thread: calls are serialised
 
-  std::mutex mutex;  // guards everything below
+  std::mutex mutex;                  // guards everything below
   std::condition_variable finished;  // an operation finished
   int outstanding = 0;
   accel_status_code failed_code = ACCEL_STATUS_OK;  // first failure of any operation
@@ -149,7 +148,7 @@ using Clock = std::chrono::steady_clock;
 using Body = std::function<void(accel_comm* comm, uint32_t tag)>;
 
 constexpr int64_t kDefaultTimeoutMs = 30 * 60 * 1000;  // c10d's default
-constexpr uint8_t kP2PSlotPrefix = 0x40;           // beyond gloo's own prefixes
+constexpr uint8_t kP2PSlotPrefix = 0x40;               // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
 std::mutex g_live_mutex;
@@ -185,9 +184,9 @@ accel_error* translate(accel_comm* comm, const char* name, const std::string& wh
                                                 " ms waiting for peers " + where(comm));
   }
   if (io) {
-    return make_error(ACCEL_STATUS_UNAVAILABLE, std::string(name) +
-                                                    " failed: lost the connection to a peer " +
-                                                    where(comm) + ": " + what);
+    return make_error(
+        ACCEL_STATUS_UNAVAILABLE,
+        std::string(name) + " failed: lost the connection to a peer " + where(comm) + ": " + what);
   }
   return make_error(ACCEL_STATUS_INTERNAL,
                     std::string(name) + " failed in gloo " + where(comm) + ": " + what);
@@ -209,15 +208,16 @@ void remember_failure(accel_comm* comm, const accel_error* error, bool async) {
 // the mesh closed, so it breaks the communicator for every later operation.
 accel_error* run_op(accel_comm* comm, const char* name, uint32_t tag, const Body& body) {
   if (comm->aborted.load()) {
-    return make_error(ACCEL_STATUS_ABORTED, std::string(name) +
-                                                ": the communicator was aborted " + where(comm));
+    return make_error(ACCEL_STATUS_ABORTED,
+                      std::string(name) + ": the communicator was aborted " + where(comm));
   }
   {
     std::lock_guard<std::mutex> lock(comm->mutex);
     if (comm->failed_code != ACCEL_STATUS_OK) {
       return make_error(comm->failed_code, std::string(name) +
                                                ": the communicator is unusable after an "
-                                               "earlier failure: " + comm->failed_message);
+                                               "earlier failure: " +
+                                               comm->failed_message);
     }
   }
   try {
@@ -241,8 +241,8 @@ void finish_one(accel_comm* comm) {
 accel_error* submit(accel_comm* comm, accel_stream* stream, const char* name, Body body,
                     bool collective = true) {
   if (comm->aborted.load()) {
-    return make_error(ACCEL_STATUS_ABORTED, std::string(name) +
-                                                ": the communicator was aborted " + where(comm));
+    return make_error(ACCEL_STATUS_ABORTED,
+                      std::string(name) + ": the communicator was aborted " + where(comm));
   }
   const uint32_t tag = collective ? comm->next_tag++ : 0;
   {
@@ -251,15 +251,16 @@ accel_error* submit(accel_comm* comm, accel_stream* stream, const char* name, Bo
   }
   auto started = std::make_shared<std::atomic<bool>>(false);
   const bool async = stream != nullptr;
-  accel_error* error = stream_enqueue(stream, [self = comm->shared_from_this(), name, tag,
-                                               body = std::move(body), started,
-                                               async]() -> accel_error* {
-    started->store(true);
-    accel_error* failure = run_op(self.get(), name, tag, body);
-    if (failure != nullptr) remember_failure(self.get(), failure, async);
-    finish_one(self.get());
-    return failure;
-  });
+  accel_error* error = stream_enqueue(stream,
+                                      [self = comm->shared_from_this(), name, tag,
+                                       body = std::move(body), started, async]() -> accel_error* {
+                                        started->store(true);
+                                        accel_error* failure = run_op(self.get(), name, tag, body);
+                                        if (failure != nullptr)
+                                          remember_failure(self.get(), failure, async);
+                                        finish_one(self.get());
+                                        return failure;
+                                      });
   if (error != nullptr && async && !started->load()) finish_one(comm);  // never enqueued
   return error;
 }
@@ -283,18 +284,22 @@ void gloo_all_reduce(accel_comm* comm, uint32_t tag, void* send, void* recv, siz
 void all_reduce_bytes(accel_comm* comm, uint32_t tag, void* send, void* recv, size_t count,
                       size_t element_size, ReduceFn fn) {
   switch (element_size) {
-    case 1: return gloo_all_reduce<uint8_t>(comm, tag, send, recv, count, fn);
-    case 2: return gloo_all_reduce<uint16_t>(comm, tag, send, recv, count, fn);
-    case 4: return gloo_all_reduce<uint32_t>(comm, tag, send, recv, count, fn);
-    default: return gloo_all_reduce<uint64_t>(comm, tag, send, recv, count, fn);
+    case 1:
+      return gloo_all_reduce<uint8_t>(comm, tag, send, recv, count, fn);
+    case 2:
+      return gloo_all_reduce<uint16_t>(comm, tag, send, recv, count, fn);
+    case 4:
+      return gloo_all_reduce<uint32_t>(comm, tag, send, recv, count, fn);
+    default:
+      return gloo_all_reduce<uint64_t>(comm, tag, send, recv, count, fn);
   }
 }
 
 // Ring reduce-scatter on unbound buffers (this gloo has none of its own): in step
 // s, rank r passes its running sum of chunk r-s-1 to r+1 and adds its own part of
 // chunk r-s-2, received from r-1; after world-1 steps it holds all of chunk r.
-void ring_reduce_scatter(accel_comm* comm, uint32_t tag, const char* send, void* recv,
-                         size_t count, size_t element_size, ReduceFn fn) {
+void ring_reduce_scatter(accel_comm* comm, uint32_t tag, const char* send, void* recv, size_t count,
+                         size_t element_size, ReduceFn fn) {
   const int n = comm->world;
   const int r = comm->rank;
   const size_t bytes = count * element_size;
@@ -352,7 +357,8 @@ accel_error* check_args(const accel_collective_args* args, const char* call) {
 
 accel_error* with_call(const char* call, accel_error* error) {
   if (error == nullptr) return nullptr;
-  accel_error* wrapped = make_error(error_code(error), std::string(call) + ": " + error_message(error));
+  accel_error* wrapped =
+      make_error(error_code(error), std::string(call) + ": " + error_message(error));
   error_destroy(error);
   return wrapped;
 }
@@ -365,8 +371,8 @@ accel_error* check_same_dtype(const accel_collective_args* args) {
 
 accel_error* check_count(const char* field, size_t actual, size_t expected, const char* rule) {
   if (actual == expected) return nullptr;
-  return invalid(std::string("args->") + field + " is " + std::to_string(actual) +
-                 ", expected " + std::to_string(expected) + " (" + rule + ")");
+  return invalid(std::string("args->") + field + " is " + std::to_string(actual) + ", expected " +
+                 std::to_string(expected) + " (" + rule + ")");
 }
 
 // The reduction for args->op over args->send.dtype, or an error naming args->op.
@@ -383,8 +389,8 @@ accel_error* pick_reduction(const accel_collective_args* args, ReduceFn* fn) {
 
 accel_error* check_rank_field(const char* field, int32_t value, const accel_comm* comm) {
   if (value >= 0 && value < comm->world) return nullptr;
-  return invalid(std::string("args->") + field + " is " + std::to_string(value) +
-                 ", outside 0.." + std::to_string(comm->world - 1));
+  return invalid(std::string("args->") + field + " is " + std::to_string(value) + ", outside 0.." +
+                 std::to_string(comm->world - 1));
 }
 
 // ------------------------------------------------------------ comm_create
@@ -400,8 +406,8 @@ accel_error* check_create_args(const accel_comm_create_args* args) {
                    ", expected at least 1");
   }
   if (args->rank < 0 || args->rank >= args->world_size) {
-    return invalid("comm_create: args->rank is " + std::to_string(args->rank) +
-                   ", outside 0.." + std::to_string(args->world_size - 1));
+    return invalid("comm_create: args->rank is " + std::to_string(args->rank) + ", outside 0.." +
+                   std::to_string(args->world_size - 1));
   }
   const accel_kv_store* store = args->store;
   if (store == nullptr) return invalid("comm_create: args->store is NULL");
@@ -446,8 +452,8 @@ std::vector<SocketId> pair_sockets(accel_comm* comm, const std::vector<SocketId>
   std::vector<sockaddr_storage> addresses;
   for (int peer = 0; peer < comm->world; ++peer) {
     if (peer == comm->rank || !comm->context->getPair(peer)) continue;
-    const auto* address =
-        dynamic_cast<const gloo::transport::tcp::Address*>(&comm->context->getPair(peer)->address());
+    const auto* address = dynamic_cast<const gloo::transport::tcp::Address*>(
+        &comm->context->getPair(peer)->address());
     if (address != nullptr) addresses.push_back(address->getSockaddr());
   }
   std::vector<SocketId> found;
@@ -468,11 +474,10 @@ std::vector<SocketId> pair_sockets(accel_comm* comm, const std::vector<SocketId>
     });
   }
   if (found.size() != addresses.size()) {
-    log(ACCEL_LOG_WARN, "comm_create " + where(comm) + ": found " +
-                               std::to_string(found.size()) + " sockets for " +
-                               std::to_string(addresses.size()) +
-                               " gloo pairs; comm_abort may not wake operations blocked on "
-                               "the others before the timeout");
+    log(ACCEL_LOG_WARN, "comm_create " + where(comm) + ": found " + std::to_string(found.size()) +
+                            " sockets for " + std::to_string(addresses.size()) +
+                            " gloo pairs; comm_abort may not wake operations blocked on "
+                            "the others before the timeout");
   }
   return found;
 }
@@ -488,9 +493,8 @@ bool wait_for_outstanding(accel_comm* comm) {
   while (comm->outstanding > 0 && !comm->aborted.load()) {
     const int before = comm->outstanding;
     const auto deadline = Clock::now() + timeout_of(comm) + kAbortGrace;
-    if (!comm->finished.wait_until(lock, deadline, [&] {
-          return comm->outstanding < before || comm->aborted.load();
-        })) {
+    if (!comm->finished.wait_until(
+            lock, deadline, [&] { return comm->outstanding < before || comm->aborted.load(); })) {
       break;  // stuck: no operation finished within the timeout
     }
   }
@@ -507,8 +511,8 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
   try {
     comm->device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw StoreError(ACCEL_STATUS_UNAVAILABLE,
-                     "cannot listen on " + attr_text(attr) + " for gloo's TCP transport: " + e.what());
+    throw StoreError(ACCEL_STATUS_UNAVAILABLE, "cannot listen on " + attr_text(attr) +
+                                                   " for gloo's TCP transport: " + e.what());
   }
   comm->context = std::make_shared<gloo::rendezvous::Context>(comm->rank, comm->world);
   comm->context->setTimeout(timeout_of(comm));
@@ -569,8 +573,7 @@ accel_error* comm_destroy(accel_comm* comm) {
     }
     if (!wait_for_outstanding(comm)) {
       std::lock_guard<std::mutex> lock(comm->mutex);
-      log(ACCEL_LOG_WARN, "comm_destroy " + where(comm) + ": " +
-                              std::to_string(comm->outstanding) +
+      log(ACCEL_LOG_WARN, "comm_destroy " + where(comm) + ": " + std::to_string(comm->outstanding) +
                               " operations are still queued behind other work on their "
                               "streams; they fail ABORTED when they run, and the communicator "
                               "is freed after the last");
@@ -745,17 +748,20 @@ accel_error* point_to_point(const accel_collective_args* args, bool sending) {
   const size_t bytes = buffer.count * dtype_size(buffer.dtype);
   const int peer = args->peer;
   const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(args->tag));
-  return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t) {
-    if (bytes == 0) return;
-    auto unbound = c->context->createUnboundBuffer(data, bytes);
-    if (sending) {
-      unbound->send(peer, slot);
-      unbound->waitSend(timeout_of(c));
-    } else {
-      unbound->recv(peer, slot);
-      unbound->waitRecv(timeout_of(c));
-    }
-  }, /*collective=*/false);
+  return submit(
+      comm, args->stream, call,
+      [=](accel_comm* c, uint32_t) {
+        if (bytes == 0) return;
+        auto unbound = c->context->createUnboundBuffer(data, bytes);
+        if (sending) {
+          unbound->send(peer, slot);
+          unbound->waitSend(timeout_of(c));
+        } else {
+          unbound->recv(peer, slot);
+          unbound->waitRecv(timeout_of(c));
+        }
+      },
+      /*collective=*/false);
 }
 
 }  // namespace

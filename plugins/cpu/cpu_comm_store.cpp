@@ -54,8 +54,7 @@ void KvStore::wait(const std::vector<std::string>& keys) {
   for (const auto& key : keys) get_with_timeout(key, timeout_ms_);
 }
 
-void KvStore::wait(const std::vector<std::string>& keys,
-                   const std::chrono::milliseconds& timeout) {
+void KvStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   const int64_t ms = timeout.count() > 0 ? static_cast<int64_t>(timeout.count()) : timeout_ms_;
   for (const auto& key : keys) get_with_timeout(key, ms);
 }
@@ -84,9 +83,10 @@ std::string local_address_towards(const char* host, const char* port) {
     char text[INET6_ADDRSTRLEN] = {0};
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      const void* addr = local.ss_family == AF_INET
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      const void* addr =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
       if (inet_ntop(local.ss_family, addr, text, sizeof text) != nullptr) result = text;
     }
     close(fd);

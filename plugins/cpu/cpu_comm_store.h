@@ -4,7 +4,6 @@
 #pragma once
 
 #include <accel/backend.h>
-
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/attr.h>
 

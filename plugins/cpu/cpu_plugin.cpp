@@ -1,6 +1,8 @@
 // The CPU reference plugin's entry point and function table. Nothing here runs at
 // load: the table is constant-initialised and accel_backend_get_api only keeps the
 // host pointer. Threads start with the first stream, after init.
+#include "cpu_plugin.h"
+
 #include <accel/backend.h>
 
 #include <atomic>
@@ -9,7 +11,6 @@
 #include "cpu_comm.h"
 #include "cpu_device.h"
 #include "cpu_error.h"
-#include "cpu_plugin.h"
 #include "cpu_precision.h"
 #include "cpu_stream.h"
 

@@ -50,7 +50,8 @@ Version parse_version(const char* text) {
 }
 
 bool at_least(const Version& version, long major, long minor) {
-  return version.known && (version.major > major || (version.major == major && version.minor >= minor));
+  return version.known &&
+         (version.major > major || (version.major == major && version.minor >= minor));
 }
 
 Version host_framework_version() {
@@ -87,9 +88,9 @@ accel_error* check_query(accel_precision_query* query) {
                       "precision_query: query is NULL or smaller than its 1.0 size");
   }
   if (query->dtype != ACCEL_DTYPE_F16 && query->dtype != ACCEL_DTYPE_BF16) {
-    return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                      "precision_query: dtype must be F16 or BF16, got " +
-                          std::to_string(int(query->dtype)));
+    return make_error(
+        ACCEL_STATUS_INVALID_ARGUMENT,
+        "precision_query: dtype must be F16 or BF16, got " + std::to_string(int(query->dtype)));
   }
   return check_device("precision_query", query->device);
 }

@@ -145,15 +145,24 @@ void reduce_and(void* c_, const void* a_, const void* b_, size_t n) {
 template <class Op>
 ReduceFn for_dtype(accel_dtype dtype) {
   switch (dtype) {
-    case ACCEL_DTYPE_F32: return &reduce_native<float, Op>;
-    case ACCEL_DTYPE_F64: return &reduce_native<double, Op>;
-    case ACCEL_DTYPE_F16: return &reduce_16<half_to_float, float_to_half, Op>;
-    case ACCEL_DTYPE_BF16: return &reduce_16<bf16_to_float, float_to_bf16, Op>;
-    case ACCEL_DTYPE_I8: return &reduce_native<int8_t, Op>;
-    case ACCEL_DTYPE_U8: return &reduce_native<uint8_t, Op>;
-    case ACCEL_DTYPE_I32: return &reduce_native<int32_t, Op>;
-    case ACCEL_DTYPE_I64: return &reduce_native<int64_t, Op>;
-    case ACCEL_DTYPE_BOOL: break;
+    case ACCEL_DTYPE_F32:
+      return &reduce_native<float, Op>;
+    case ACCEL_DTYPE_F64:
+      return &reduce_native<double, Op>;
+    case ACCEL_DTYPE_F16:
+      return &reduce_16<half_to_float, float_to_half, Op>;
+    case ACCEL_DTYPE_BF16:
+      return &reduce_16<bf16_to_float, float_to_bf16, Op>;
+    case ACCEL_DTYPE_I8:
+      return &reduce_native<int8_t, Op>;
+    case ACCEL_DTYPE_U8:
+      return &reduce_native<uint8_t, Op>;
+    case ACCEL_DTYPE_I32:
+      return &reduce_native<int32_t, Op>;
+    case ACCEL_DTYPE_I64:
+      return &reduce_native<int64_t, Op>;
+    case ACCEL_DTYPE_BOOL:
+      break;
   }
   return nullptr;
 }
@@ -181,40 +190,58 @@ void divide_16(void* data, size_t n, int32_t divisor) {
 size_t dtype_size(accel_dtype dtype) {
   switch (dtype) {
     case ACCEL_DTYPE_F64:
-    case ACCEL_DTYPE_I64: return 8;
+    case ACCEL_DTYPE_I64:
+      return 8;
     case ACCEL_DTYPE_F32:
-    case ACCEL_DTYPE_I32: return 4;
+    case ACCEL_DTYPE_I32:
+      return 4;
     case ACCEL_DTYPE_F16:
-    case ACCEL_DTYPE_BF16: return 2;
+    case ACCEL_DTYPE_BF16:
+      return 2;
     case ACCEL_DTYPE_I8:
     case ACCEL_DTYPE_U8:
-    case ACCEL_DTYPE_BOOL: return 1;
+    case ACCEL_DTYPE_BOOL:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(accel_dtype dtype) {
   switch (dtype) {
-    case ACCEL_DTYPE_F32: return "f32";
-    case ACCEL_DTYPE_F64: return "f64";
-    case ACCEL_DTYPE_F16: return "f16";
-    case ACCEL_DTYPE_BF16: return "bf16";
-    case ACCEL_DTYPE_I8: return "i8";
-    case ACCEL_DTYPE_U8: return "u8";
-    case ACCEL_DTYPE_I32: return "i32";
-    case ACCEL_DTYPE_I64: return "i64";
-    case ACCEL_DTYPE_BOOL: return "bool";
+    case ACCEL_DTYPE_F32:
+      return "f32";
+    case ACCEL_DTYPE_F64:
+      return "f64";
+    case ACCEL_DTYPE_F16:
+      return "f16";
+    case ACCEL_DTYPE_BF16:
+      return "bf16";
+    case ACCEL_DTYPE_I8:
+      return "i8";
+    case ACCEL_DTYPE_U8:
+      return "u8";
+    case ACCEL_DTYPE_I32:
+      return "i32";
+    case ACCEL_DTYPE_I64:
+      return "i64";
+    case ACCEL_DTYPE_BOOL:
+      return "bool";
   }
   return "unknown";
 }
 
 const char* reduce_op_name(accel_reduce_op op) {
   switch (op) {
-    case ACCEL_REDUCE_SUM: return "sum";
-    case ACCEL_REDUCE_AVG: return "avg";
-    case ACCEL_REDUCE_MIN: return "min";
-    case ACCEL_REDUCE_MAX: return "max";
-    case ACCEL_REDUCE_PROD: return "prod";
+    case ACCEL_REDUCE_SUM:
+      return "sum";
+    case ACCEL_REDUCE_AVG:
+      return "avg";
+    case ACCEL_REDUCE_MIN:
+      return "min";
+    case ACCEL_REDUCE_MAX:
+      return "max";
+    case ACCEL_REDUCE_PROD:
+      return "prod";
   }
   return "unknown";
 }
@@ -223,34 +250,50 @@ ReduceFn reduce_function(accel_dtype dtype, accel_reduce_op op) {
   if (dtype == ACCEL_DTYPE_BOOL) {
     switch (op) {
       case ACCEL_REDUCE_SUM:
-      case ACCEL_REDUCE_MAX: return &reduce_or;
+      case ACCEL_REDUCE_MAX:
+        return &reduce_or;
       case ACCEL_REDUCE_PROD:
-      case ACCEL_REDUCE_MIN: return &reduce_and;
-      case ACCEL_REDUCE_AVG: return nullptr;  // an average of booleans is not a boolean
+      case ACCEL_REDUCE_MIN:
+        return &reduce_and;
+      case ACCEL_REDUCE_AVG:
+        return nullptr;  // an average of booleans is not a boolean
     }
     return nullptr;
   }
   switch (op) {
     case ACCEL_REDUCE_SUM:
-    case ACCEL_REDUCE_AVG: return for_dtype<Sum>(dtype);
-    case ACCEL_REDUCE_MIN: return for_dtype<Min>(dtype);
-    case ACCEL_REDUCE_MAX: return for_dtype<Max>(dtype);
-    case ACCEL_REDUCE_PROD: return for_dtype<Prod>(dtype);
+    case ACCEL_REDUCE_AVG:
+      return for_dtype<Sum>(dtype);
+    case ACCEL_REDUCE_MIN:
+      return for_dtype<Min>(dtype);
+    case ACCEL_REDUCE_MAX:
+      return for_dtype<Max>(dtype);
+    case ACCEL_REDUCE_PROD:
+      return for_dtype<Prod>(dtype);
   }
   return nullptr;
 }
 
 void divide_by(void* data, size_t n, accel_dtype dtype, int32_t divisor) {
   switch (dtype) {
-    case ACCEL_DTYPE_F32: return divide_native<float>(data, n, divisor);
-    case ACCEL_DTYPE_F64: return divide_native<double>(data, n, divisor);
-    case ACCEL_DTYPE_F16: return divide_16<half_to_float, float_to_half>(data, n, divisor);
-    case ACCEL_DTYPE_BF16: return divide_16<bf16_to_float, float_to_bf16>(data, n, divisor);
-    case ACCEL_DTYPE_I8: return divide_native<int8_t>(data, n, divisor);
-    case ACCEL_DTYPE_U8: return divide_native<uint8_t>(data, n, divisor);
-    case ACCEL_DTYPE_I32: return divide_native<int32_t>(data, n, divisor);
-    case ACCEL_DTYPE_I64: return divide_native<int64_t>(data, n, divisor);
-    case ACCEL_DTYPE_BOOL: return;
+    case ACCEL_DTYPE_F32:
+      return divide_native<float>(data, n, divisor);
+    case ACCEL_DTYPE_F64:
+      return divide_native<double>(data, n, divisor);
+    case ACCEL_DTYPE_F16:
+      return divide_16<half_to_float, float_to_half>(data, n, divisor);
+    case ACCEL_DTYPE_BF16:
+      return divide_16<bf16_to_float, float_to_bf16>(data, n, divisor);
+    case ACCEL_DTYPE_I8:
+      return divide_native<int8_t>(data, n, divisor);
+    case ACCEL_DTYPE_U8:
+      return divide_native<uint8_t>(data, n, divisor);
+    case ACCEL_DTYPE_I32:
+      return divide_native<int32_t>(data, n, divisor);
+    case ACCEL_DTYPE_I64:
+      return divide_native<int64_t>(data, n, divisor);
+    case ACCEL_DTYPE_BOOL:
+      return;
   }
 }
 

@@ -56,8 +56,8 @@ struct accel_stream {
   uint64_t enqueued = 0;
   uint64_t completed = 0;
   bool stopping = false;
-  accel_error* first_error = nullptr;      // owned until stream_synchronize hands it out
-  std::vector<CapturePtr> pending_waits;   // inline stream: events the next work waits for
+  accel_error* first_error = nullptr;     // owned until stream_synchronize hands it out
+  std::vector<CapturePtr> pending_waits;  // inline stream: events the next work waits for
   std::thread worker;
 
   ~accel_stream();
@@ -270,8 +270,9 @@ accel_error* elapsed_of(const CapturePtr& start, const CapturePtr& end, double* 
   }
   std::scoped_lock lock(start->mutex, end->mutex);
   if (!start->done || !end->done) {
-    return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
-                      "event_elapsed_ms: an event has not completed yet (query or synchronize first)");
+    return make_error(
+        ACCEL_STATUS_FAILED_PRECONDITION,
+        "event_elapsed_ms: an event has not completed yet (query or synchronize first)");
   }
   return elapsed_between(*start, *end, ms);
 }
@@ -320,7 +321,8 @@ accel_error* stream_destroy(accel_stream* stream) {
   return guarded("stream_destroy", [&]() -> accel_error* {
     if (stream == nullptr) return nullptr;
     std::shared_ptr<accel_stream> owned = unregister_stream(stream);
-    if (!owned) return invalid("stream_destroy", "unknown stream (destroyed twice, or after shutdown?)");
+    if (!owned)
+      return invalid("stream_destroy", "unknown stream (destroyed twice, or after shutdown?)");
     stop_and_join(*owned);
     return nullptr;
   });
@@ -355,7 +357,8 @@ accel_error* stream_synchronize(accel_stream* stream) {
 
 accel_error* stream_query(accel_stream* stream, bool* done) {
   return guarded("stream_query", [&]() -> accel_error* {
-    if (stream == nullptr || done == nullptr) return invalid("stream_query", "stream or done is NULL");
+    if (stream == nullptr || done == nullptr)
+      return invalid("stream_query", "stream or done is NULL");
     *done = is_idle(stream);
     return nullptr;
   });
@@ -365,11 +368,15 @@ accel_error* stream_query(accel_stream* stream, bool* done) {
 // not change what this wait waits for.
 accel_error* stream_wait_event(accel_stream* stream, accel_event* event) {
   return guarded("stream_wait_event", [&]() -> accel_error* {
-    if (stream == nullptr || event == nullptr) return invalid("stream_wait_event", "stream or event is NULL");
+    if (stream == nullptr || event == nullptr)
+      return invalid("stream_wait_event", "stream or event is NULL");
     CapturePtr capture = latest_capture(event);
     if (!capture || capture_done(*capture)) return nullptr;
     if (!stream->runs_inline) {
-      push_task(stream, [capture]() -> accel_error* { wait_capture(*capture); return nullptr; });
+      push_task(stream, [capture]() -> accel_error* {
+        wait_capture(*capture);
+        return nullptr;
+      });
       return nullptr;
     }
     std::lock_guard<std::mutex> lock(stream->mutex);
@@ -380,7 +387,8 @@ accel_error* stream_wait_event(accel_stream* stream, accel_event* event) {
 
 accel_error* stream_enqueue_host_fn(accel_stream* stream, accel_host_fn fn, void* user_data) {
   return guarded("stream_enqueue_host_fn", [&]() -> accel_error* {
-    if (stream == nullptr || fn == nullptr) return invalid("stream_enqueue_host_fn", "stream or fn is NULL");
+    if (stream == nullptr || fn == nullptr)
+      return invalid("stream_enqueue_host_fn", "stream or fn is NULL");
     return stream_enqueue(stream, [fn, user_data] { return fn(user_data); });
   });
 }
@@ -414,7 +422,8 @@ accel_error* event_destroy(accel_event* event) {
 
 accel_error* event_record(accel_event* event, accel_stream* stream) {
   return guarded("event_record", [&]() -> accel_error* {
-    if (event == nullptr || stream == nullptr) return invalid("event_record", "event or stream is NULL");
+    if (event == nullptr || stream == nullptr)
+      return invalid("event_record", "event or stream is NULL");
     auto capture = std::make_shared<Capture>();
     {
       std::lock_guard<std::mutex> lock(event->mutex);
@@ -445,8 +454,8 @@ accel_error* event_synchronize(accel_event* event) {
     if (!capture) return nullptr;
     wait_capture(*capture);
     if (capture->code == ACCEL_STATUS_OK) return nullptr;
-    return make_error(capture->code, "event_synchronize: work before the event failed: " +
-                                         capture->message);
+    return make_error(capture->code,
+                      "event_synchronize: work before the event failed: " + capture->message);
   });
 }
 

@@ -65,9 +65,9 @@ accel_error* info_get(accel_backend_info* out) {
     info.name = "template";
     info.plugin_version = TEMPLATE_PLUGIN_VERSION;
     info.vendor = "Your company";
-    info.device_type = "privateuseone";        // TODO: LibTorch's device type for your tensors
-    info.collective_library = nullptr;         // TODO: "mccl", "cncl", ... once implemented
-    info.visible_devices_env = nullptr;        // TODO: e.g. "MUSA_VISIBLE_DEVICES"
+    info.device_type = "privateuseone";  // TODO: LibTorch's device type for your tensors
+    info.collective_library = nullptr;   // TODO: "mccl", "cncl", ... once implemented
+    info.visible_devices_env = nullptr;  // TODO: e.g. "MUSA_VISIBLE_DEVICES"
     const size_t size = out->struct_size < info.struct_size ? out->struct_size : info.struct_size;
     const size_t caller_size = out->struct_size;
     std::memcpy(out, &info, size);
@@ -78,7 +78,8 @@ accel_error* info_get(accel_backend_info* out) {
 
 accel_error* device_get_availability(accel_device_availability* out) {
   return guarded([&]() -> accel_error* {
-    if (out == nullptr) return make_error(ACCEL_STATUS_INVALID_ARGUMENT, "availability: out is NULL");
+    if (out == nullptr)
+      return make_error(ACCEL_STATUS_INVALID_ARGUMENT, "availability: out is NULL");
     out->available = false;  // TODO: probe the driver, cheaply and without side effects
     out->reason = "this is the plugin template: no device behind it yet";
     return nullptr;

@@ -9,8 +9,8 @@
 namespace {
 
 int compile_header(const std::string& flags) {
-  const std::string command = std::string(ACCEL_C_COMPILER) + " " + flags +
-                              " -fsyntax-only -x c " + ACCEL_ABI_HEADER + " 2>&1";
+  const std::string command = std::string(ACCEL_C_COMPILER) + " " + flags + " -fsyntax-only -x c " +
+                              ACCEL_ABI_HEADER + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   char line[512];

@@ -46,8 +46,10 @@ TEST(AbiLayout, HasFieldSeesOnlyWhatTheSizeCovers) {
 
 TEST(AbiLayout, StructSizeCoversEveryField) {
   // Only trailing padding may lie between the declared size and sizeof.
-  EXPECT_LT(sizeof(accel_collective_args) - ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE, alignof(accel_collective_args));
-  EXPECT_LT(sizeof(accel_device_properties) - ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE, alignof(accel_device_properties));
+  EXPECT_LT(sizeof(accel_collective_args) - ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE,
+            alignof(accel_collective_args));
+  EXPECT_LT(sizeof(accel_device_properties) - ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE,
+            alignof(accel_device_properties));
   EXPECT_LT(sizeof(accel_backend_api) - ACCEL_BACKEND_API_STRUCT_SIZE, alignof(accel_backend_api));
 }
 

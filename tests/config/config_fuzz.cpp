@@ -25,12 +25,14 @@ static void fuzz_file(const std::string& text) {
   }
   accel::validate(config);  // a parsed config must be valid
   std::string printed = accel::to_toml(config);
-  if (accel::parse_config(printed, "printed.toml") != config) fail("round trip changed the config", printed);
+  if (accel::parse_config(printed, "printed.toml") != config)
+    fail("round trip changed the config", printed);
   accel::Environment env = accel::to_environment(config);
   accel::ConfigSources sources;
   sources.environment = env;
   sources.use_default_file = false;
-  if (accel::resolve_config(sources).config != config) fail("environment round trip changed it", printed);
+  if (accel::resolve_config(sources).config != config)
+    fail("environment round trip changed it", printed);
 }
 
 // The input as the text of one key (chosen by the first byte), as from the environment.

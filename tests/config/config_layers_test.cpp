@@ -1,16 +1,17 @@
 // The effective config: flag > environment > file > detected > default, with origins.
+#include "accel/config_layers.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "accel/config_layers.hpp"
 #include "config_test_util.hpp"
 
 namespace accel {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::config_error;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 // Sources that read nothing from this process: no real environment, no home file.
@@ -40,7 +41,8 @@ TEST(ConfigLayers, AllFourLayersInPrecedenceOrder) {
   ConfigSources sources = isolated();
   sources.config_file = file;
   sources.detected = {{"num_processes", "8"}, {"backend", "cuda"}, {"log_level", "warn"}};
-  sources.environment = Environment{{"ACCEL_NUM_PROCESSES", "3"}, {"ACCEL_MIXED_PRECISION", "bf16"}};
+  sources.environment =
+      Environment{{"ACCEL_NUM_PROCESSES", "3"}, {"ACCEL_MIXED_PRECISION", "bf16"}};
   sources.flags = {{"num_processes", "2"}};
   ResolvedConfig resolved = resolve_config(sources);
 
@@ -102,9 +104,11 @@ TEST(ConfigLayers, EnvironmentErrorsNameTheVariable) {
   sources.environment = Environment{{"ACCEL_NUM_PROCESSES", "99999999999999999999999"}};
   EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(), HasSubstr("out of range"));
   sources.environment = Environment{{"ACCEL_SAME_NETWORK", "maybe"}};
-  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(), HasSubstr("expected a boolean"));
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              HasSubstr("expected a boolean"));
   sources.environment = Environment{{"ACCEL_MONITOR_INTERVAL", "0.5s"}};
-  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(), HasSubstr("expected a number"));
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              HasSubstr("expected a number"));
   sources.environment = Environment{{"ACCEL_GPU_IDS", "0;1"}};
   EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
               AllOf(HasSubstr("ACCEL_GPU_IDS"), HasSubstr("expected \"all\"")));
@@ -135,14 +139,16 @@ TEST(ConfigLayers, BadBackendOptionsInTheEnvironment) {
   EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
               HasSubstr("expected a string, number or boolean, found array"));
   sources.environment = Environment{{"ACCEL_BACKEND_OPTIONS", "{}\nnum_processes = 3"}};
-  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(), HasSubstr("inline TOML table"));
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              HasSubstr("inline TOML table"));
 }
 
 TEST(ConfigLayers, FlagErrorsNameTheFlag) {
   ConfigSources sources = isolated();
   sources.flags = {{"num_processes", "x"}};
   ConfigError error = config_error([&] { resolve_config(sources); });
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("flag --num_processes"), HasSubstr("expected an integer")));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("flag --num_processes"), HasSubstr("expected an integer")));
   EXPECT_EQ(error.origin().layer, ConfigOrigin::Layer::kFlag);
 
   sources.flags = {{"plugin_dirs", "/a::/b"}};

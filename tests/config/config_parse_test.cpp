@@ -9,8 +9,8 @@ namespace accel {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::config_error;
+using ::testing::HasSubstr;
 using testing::parse_error;
 
 TEST(ConfigParse, EmptyFileGivesTheDefaults) {
@@ -55,7 +55,8 @@ memory_fraction = 0.5
 threads = 4
 async = true
 name = "x y"
-)", "full.toml");
+)",
+                                  "full.toml");
   EXPECT_EQ(config.backend, "musa");
   EXPECT_EQ(config.num_processes, 16);
   EXPECT_EQ(config.num_machines, 2);
@@ -73,9 +74,9 @@ name = "x y"
   EXPECT_EQ(config.plugin_dirs, (std::vector<std::string>{"/opt/mt/plugins", "rel/dir"}));
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
   EXPECT_EQ(config.gradient_accumulation_steps, 8);
-  EXPECT_EQ(config.backend_options, (std::map<std::string, std::string>{
-                                        {"memory_fraction", "0.5"}, {"threads", "4"},
-                                        {"async", "true"}, {"name", "x y"}}));
+  EXPECT_EQ(config.backend_options,
+            (std::map<std::string, std::string>{
+                {"memory_fraction", "0.5"}, {"threads", "4"}, {"async", "true"}, {"name", "x y"}}));
 }
 
 TEST(ConfigParse, SyntaxErrorGivesFileLineAndColumn) {
@@ -90,8 +91,10 @@ TEST(ConfigParse, SyntaxErrorGivesFileLineAndColumn) {
 // Headers toml++ 3.3 mishandles in debug builds (an assertion, marzer/tomlplusplus#301):
 // the release library answers a parse error, which must reach the user as one.
 TEST(ConfigParse, MalformedTableHeadersAreSyntaxErrors) {
-  EXPECT_THAT(parse_error("a = 1\n[*b").what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error")));
-  EXPECT_THAT(parse_error("[[[1]]]").what(), AllOf(HasSubstr("/etc/t.toml:1:3"), HasSubstr("syntax error")));
+  EXPECT_THAT(parse_error("a = 1\n[*b").what(),
+              AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error")));
+  EXPECT_THAT(parse_error("[[[1]]]").what(),
+              AllOf(HasSubstr("/etc/t.toml:1:3"), HasSubstr("syntax error")));
 }
 
 // toml++ 3.3 has undefined behaviour on some non-ASCII characters outside strings
@@ -105,8 +108,9 @@ TEST(ConfigParse, NonAsciiOutsideStringsIsASyntaxErrorWithItsPosition) {
               AllOf(HasSubstr("/etc/t.toml:1:17"), HasSubstr("misplaced quote")));
   EXPECT_THAT(parse_error("machine_rank = 2\"n\n").what(), HasSubstr("/etc/t.toml:1:"));
   // Inside strings and comments non-ASCII is fine.
-  RunConfig config = parse_config("# ü comment \xd0\x9d\nbackend_options.\"ключ\" = 'знач\"'\n"
-                                  "main_process_ip = \"\"\"\nh\"\"\"\n");
+  RunConfig config = parse_config(
+      "# ü comment \xd0\x9d\nbackend_options.\"ключ\" = 'знач\"'\n"
+      "main_process_ip = \"\"\"\nh\"\"\"\n");
   EXPECT_EQ(config.backend_options.at("ключ"), "знач\"");
   EXPECT_EQ(config.main_process_ip, "h");
 }
@@ -118,8 +122,9 @@ TEST(ConfigParse, DuplicateKeyIsASyntaxError) {
 
 TEST(ConfigParse, UnknownKeySuggestsTheNearestKey) {
   ConfigError error = parse_error("num_processes = 2\n  num_proceses = 4\n");
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:3"), HasSubstr("unknown key \"num_proceses\""),
-                                  HasSubstr("did you mean \"num_processes\"?")));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("/etc/t.toml:2:3"), HasSubstr("unknown key \"num_proceses\""),
+                    HasSubstr("did you mean \"num_processes\"?")));
   EXPECT_EQ(error.key(), "num_proceses");
   EXPECT_EQ(error.origin().line, 2);
   EXPECT_EQ(error.origin().column, 3);
@@ -155,12 +160,14 @@ TEST(ConfigParse, UnknownTableIsAnUnknownKey) {
 
 TEST(ConfigParse, WrongTypeSaysWhatWasExpectedAndFound) {
   ConfigError error = parse_error("\nnum_processes = \"four\"\n");
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:17"), HasSubstr("num_processes"),
-                                  HasSubstr("expected an integer"), HasSubstr("found string \"four\"")));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("/etc/t.toml:2:17"), HasSubstr("num_processes"),
+                    HasSubstr("expected an integer"), HasSubstr("found string \"four\"")));
   EXPECT_EQ(error.key(), "num_processes");
   EXPECT_EQ(error.origin().column, 17);
   EXPECT_THAT(parse_error("same_network = \"yes\"").what(),
-              AllOf(HasSubstr("same_network"), HasSubstr("expected a boolean"), HasSubstr("/etc/t.toml:1:16")));
+              AllOf(HasSubstr("same_network"), HasSubstr("expected a boolean"),
+                    HasSubstr("/etc/t.toml:1:16")));
   EXPECT_THAT(parse_error("backend = 3").what(),
               AllOf(HasSubstr("backend"), HasSubstr("expected a string, found integer 3")));
   EXPECT_THAT(parse_error("monitor_interval = \"1s\"").what(), HasSubstr("expected a number"));
@@ -171,14 +178,17 @@ TEST(ConfigParse, WrongTypeInsideAnArrayPointsAtTheElement) {
   ConfigError error = parse_error("plugin_dirs = [\"/a\", 7]");
   EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:1:22"), HasSubstr("plugin_dirs"),
                                   HasSubstr("expected an array of strings, found integer 7")));
-  EXPECT_THAT(parse_error("plugin_dirs = \"/a\"").what(), HasSubstr("expected an array of strings"));
+  EXPECT_THAT(parse_error("plugin_dirs = \"/a\"").what(),
+              HasSubstr("expected an array of strings"));
 }
 
 TEST(ConfigParse, BadChoiceListsTheValidChoices) {
   ConfigError error = parse_error("mixed_precision = \"fp8\"");
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:1:19"), HasSubstr("mixed_precision"),
-                                  HasSubstr("\"fp8\""), HasSubstr("valid choices: no, fp16, bf16")));
-  EXPECT_THAT(parse_error("rdzv_backend = \"etcd\"").what(), HasSubstr("valid choices: static, c10d"));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("/etc/t.toml:1:19"), HasSubstr("mixed_precision"),
+                    HasSubstr("\"fp8\""), HasSubstr("valid choices: no, fp16, bf16")));
+  EXPECT_THAT(parse_error("rdzv_backend = \"etcd\"").what(),
+              HasSubstr("valid choices: static, c10d"));
   EXPECT_THAT(parse_error("log_level = \"loud\"").what(),
               HasSubstr("valid choices: trace, debug, info, warn, error"));
   EXPECT_THAT(parse_error("compute_environment = \"AMAZON_SAGEMAKER\"").what(),
@@ -192,7 +202,8 @@ TEST(ConfigParse, OutOfRangeNumbersGiveTheRange) {
   EXPECT_THAT(parse_error("main_process_port = 70000").what(),
               AllOf(HasSubstr("main_process_port"), HasSubstr("valid range: 0 to 65535")));
   EXPECT_THAT(parse_error("main_process_port = -1").what(), HasSubstr("out of range"));
-  EXPECT_THAT(parse_error("gradient_accumulation_steps = 0").what(), HasSubstr("valid range: 1 to"));
+  EXPECT_THAT(parse_error("gradient_accumulation_steps = 0").what(),
+              HasSubstr("valid range: 1 to"));
   EXPECT_THAT(parse_error("max_restarts = -2").what(), HasSubstr("valid range: 0 to 10000"));
   EXPECT_THAT(parse_error("num_processes = 9223372036854775807").what(), HasSubstr("out of range"));
   EXPECT_THAT(parse_error("monitor_interval = 0.0").what(),
@@ -236,8 +247,9 @@ TEST(ConfigParse, NamesAreChecked) {
 }
 
 TEST(ConfigParse, BackendOptionsConvertScalarsToStrings) {
-  RunConfig config = parse_config("backend_options.a = 1\nbackend_options.b = 1.5e3\n"
-                                  "backend_options.\"key with space\" = false\n");
+  RunConfig config = parse_config(
+      "backend_options.a = 1\nbackend_options.b = 1.5e3\n"
+      "backend_options.\"key with space\" = false\n");
   EXPECT_EQ(config.backend_options.at("a"), "1");
   EXPECT_EQ(config.backend_options.at("b"), "1500.0");
   EXPECT_EQ(config.backend_options.at("key with space"), "false");
@@ -256,23 +268,26 @@ TEST(ConfigParse, BackendOptionsRejectArraysTablesAndNonTables) {
 TEST(ConfigParse, CrossFieldMachineRankBelowNumMachines) {
   ConfigError error = parse_error(
       "num_machines = 2\nnum_processes = 2\nmain_process_ip = \"10.0.0.1\"\nmachine_rank = 2\n");
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("machine_rank = 2 (/etc/t.toml:4:16)"),
-                                  HasSubstr("must be less than num_machines = 2 (/etc/t.toml:1:16)")));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("machine_rank = 2 (/etc/t.toml:4:16)"),
+                    HasSubstr("must be less than num_machines = 2 (/etc/t.toml:1:16)")));
   EXPECT_EQ(error.key(), "machine_rank");
   EXPECT_EQ(error.origin().line, 4);
 }
 
 TEST(ConfigParse, CrossFieldSeveralMachinesNeedAnAddressAndAPort) {
-  EXPECT_THAT(parse_error("num_machines = 2\nnum_processes = 2\n").what(),
-              AllOf(HasSubstr("num_machines = 2 (/etc/t.toml:1:16)"), HasSubstr("main_process_ip")));
-  EXPECT_THAT(parse_error("num_machines = 2\nnum_processes = 2\nmain_process_ip = \"h\"\n"
-                          "main_process_port = 0\n").what(),
-              AllOf(HasSubstr("main_process_port = 0 (/etc/t.toml:4:21)"), HasSubstr("one machine only")));
+  EXPECT_THAT(
+      parse_error("num_machines = 2\nnum_processes = 2\n").what(),
+      AllOf(HasSubstr("num_machines = 2 (/etc/t.toml:1:16)"), HasSubstr("main_process_ip")));
+  EXPECT_THAT(
+      parse_error("num_machines = 2\nnum_processes = 2\nmain_process_ip = \"h\"\n"
+                  "main_process_port = 0\n")
+          .what(),
+      AllOf(HasSubstr("main_process_port = 0 (/etc/t.toml:4:21)"), HasSubstr("one machine only")));
 }
 
 TEST(ConfigParse, CrossFieldProcessesSplitEvenlyOverMachines) {
-  ConfigError error = parse_error(
-      "num_machines = 2\nnum_processes = 3\nmain_process_ip = \"h\"\n");
+  ConfigError error = parse_error("num_machines = 2\nnum_processes = 3\nmain_process_ip = \"h\"\n");
   EXPECT_THAT(error.what(), AllOf(HasSubstr("num_processes = 3 (/etc/t.toml:2:17)"),
                                   HasSubstr("multiple of num_machines = 2")));
   EXPECT_THAT(parse_error("num_machines = 4\nmain_process_ip = \"h\"\n").what(),

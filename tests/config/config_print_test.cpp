@@ -13,8 +13,8 @@ namespace accel {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::config_error;
+using ::testing::HasSubstr;
 
 // A config where every key differs from its default, with strings that need escaping.
 RunConfig unusual_config() {
@@ -109,7 +109,8 @@ TEST(ConfigPrint, ShowNamesEveryOriginAndParsesBack) {
 TEST(ConfigKeys, GetAndSetEveryKeyByName) {
   RunConfig source = unusual_config();
   RunConfig copy;
-  for (const auto& key : config_schema()) set_config_value(copy, key.name, get_config_value(source, key.name));
+  for (const auto& key : config_schema())
+    set_config_value(copy, key.name, get_config_value(source, key.name));
   EXPECT_EQ(copy, source);
   EXPECT_EQ(get_config_value(source, "gpu_ids"), "3,1,2,0");
   EXPECT_EQ(get_config_value(RunConfig{}, "gpu_ids"), "all");
@@ -123,10 +124,12 @@ TEST(ConfigKeys, SetRejectsUnknownKeysAndBadValues) {
   EXPECT_THAT(config_error([&] { set_config_value(config, "num_machine", "2"); }).what(),
               HasSubstr("did you mean \"num_machines\"?"));
   ConfigError error = config_error([&] { set_config_value(config, "mixed_precision", "fp64"); });
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("mixed_precision"), HasSubstr("valid choices: no, fp16, bf16")));
+  EXPECT_THAT(error.what(),
+              AllOf(HasSubstr("mixed_precision"), HasSubstr("valid choices: no, fp16, bf16")));
   EXPECT_EQ(error.key(), "mixed_precision");
   EXPECT_EQ(config, RunConfig{});  // nothing changed
-  EXPECT_THAT(config_error([&] { get_config_value(config, "nope"); }).what(), HasSubstr("unknown key"));
+  EXPECT_THAT(config_error([&] { get_config_value(config, "nope"); }).what(),
+              HasSubstr("unknown key"));
 }
 
 TEST(ConfigKeys, WorkerEnvironmentKeepsAwkwardValues) {
@@ -176,12 +179,13 @@ TEST(ConfigSchema, EnumNamesAreTheSchemaChoices) {
 
 TEST(ConfigDocs, ReferenceIsUpToDate) {
   std::string markdown = config_reference_markdown();
-  for (const auto& key : config_schema()) EXPECT_THAT(markdown, HasSubstr("| `" + std::string(key.name) + "` |"));
+  for (const auto& key : config_schema())
+    EXPECT_THAT(markdown, HasSubstr("| `" + std::string(key.name) + "` |"));
   std::ifstream in(ACCEL_CONFIG_DOC);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(text.str(), markdown)
-      << "docs/config.md is stale; regenerate it with: " << "build/bin/config_doc > docs/config.md";
+  EXPECT_EQ(text.str(), markdown) << "docs/config.md is stale; regenerate it with: "
+                                  << "build/bin/config_doc > docs/config.md";
 }
 
 }  // namespace

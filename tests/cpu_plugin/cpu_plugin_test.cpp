@@ -114,8 +114,8 @@ TEST(CpuPluginLifecycle, SecondInitFails) {
 // A copy of the file under another path loads as a separate library with its own
 // state: loading starts no thread, and work before init is refused.
 TEST(CpuPluginLifecycle, LoadRunsNothingAndWorkNeedsInit) {
-  const std::string copy = ::testing::TempDir() + "libbackend_cpu_copy_" +
-                           std::to_string(getpid()) + ".so";
+  const std::string copy =
+      ::testing::TempDir() + "libbackend_cpu_copy_" + std::to_string(getpid()) + ".so";
   std::filesystem::copy_file(ACCEL_CPU_PLUGIN_PATH, copy,
                              std::filesystem::copy_options::overwrite_existing);
   const int threads_before = thread_count();

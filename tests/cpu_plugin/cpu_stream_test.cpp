@@ -233,7 +233,7 @@ TEST(CpuStream, FailedHostFnIsReportedBySynchronize) {
   Status status = take(api().stream_synchronize(s.stream));
   EXPECT_EQ(status.code, ACCEL_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(status.message.find("99"), std::string::npos) << status.message;
-  EXPECT_TRUE(later_ran);  // a failure does not skip later work
+  EXPECT_TRUE(later_ran);                               // a failure does not skip later work
   EXPECT_TRUE(ok(api().stream_synchronize(s.stream)));  // reported once
 }
 

@@ -20,8 +20,8 @@ const accel_backend_api* open_table(const std::string& path, void** handle) {
     ADD_FAILURE() << "dlopen " << path << ": " << dlerror();
     return nullptr;
   }
-  auto get_api = reinterpret_cast<accel_backend_get_api_fn>(
-      dlsym(*handle, ACCEL_BACKEND_ENTRY_SYMBOL));
+  auto get_api =
+      reinterpret_cast<accel_backend_get_api_fn>(dlsym(*handle, ACCEL_BACKEND_ENTRY_SYMBOL));
   if (get_api == nullptr) {
     ADD_FAILURE() << "dlsym " << ACCEL_BACKEND_ENTRY_SYMBOL << ": " << dlerror();
     return nullptr;

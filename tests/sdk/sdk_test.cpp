@@ -50,14 +50,14 @@ TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
   const fs::path build = root_ / "template-build";
   const std::string cmake = ACCEL_CMAKE_COMMAND;
 
-  Result install = run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " +
-                       quoted(prefix));
+  Result install =
+      run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " + quoted(prefix));
   ASSERT_EQ(install.exit_code, 0) << install.output;
   ASSERT_TRUE(fs::exists(prefix / "include/accel/backend.h"));
 
-  Result configure = run(cmake + " -S " + quoted(ACCEL_TEMPLATE_DIR) + " -B " + quoted(build) +
-                         " -G '" + ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" +
-                         quoted(prefix));
+  Result configure =
+      run(cmake + " -S " + quoted(ACCEL_TEMPLATE_DIR) + " -B " + quoted(build) + " -G '" +
+          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix));
   ASSERT_EQ(configure.exit_code, 0) << configure.output;
   Result compile = run(cmake + " --build " + quoted(build));
   ASSERT_EQ(compile.exit_code, 0) << compile.output;
@@ -66,7 +66,8 @@ TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
   ASSERT_TRUE(fs::exists(plugin)) << compile.output;
   Result exports = run("nm -D --defined-only " + quoted(plugin));
   EXPECT_EQ(exports.output, std::string(exports.output.substr(0, exports.output.find('\n') + 1)))
-      << "the template exports more than its entry symbol:\n" << exports.output;
+      << "the template exports more than its entry symbol:\n"
+      << exports.output;
   EXPECT_NE(exports.output.find("accel_backend_get_api"), std::string::npos) << exports.output;
 
   // The installed accelrun, not the build tree's: the install must be complete.

@@ -71,8 +71,7 @@ extern "C" {
 
 /* True when a struct or table of the given struct_size contains `field` (the entry
  * may still be NULL). Use before reading any field newer than 1.0. */
-#define ACCEL_HAS_FIELD(ptr, type, field) \
-  ((ptr)->struct_size >= ACCEL_STRUCT_SIZE(type, field))
+#define ACCEL_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= ACCEL_STRUCT_SIZE(type, field))
 
 /* ----------------------------------------------------------------- Errors */
 
@@ -155,8 +154,7 @@ typedef struct accel_kv_store {
   void* user_data;
   /* Stores value under key, replacing any earlier value. value is read during the
    * call only. Returns ACCEL_STATUS_OK or an error code. */
-  accel_status_code (*set)(void* user_data, const char* key, const void* value,
-                           size_t value_size);
+  accel_status_code (*set)(void* user_data, const char* key, const void* value, size_t value_size);
   /* Blocks until key exists or timeout_ms passes (timeout_ms < 0: the store's
    * default), then calls on_value once with the value, which is valid during that
    * callback only. Returns ACCEL_STATUS_OK, ACCEL_STATUS_TIMEOUT, or another code. */
@@ -191,8 +189,7 @@ typedef struct accel_backend_info {
    * "CUDA_VISIBLE_DEVICES". NULL if the backend has none. */
   const char* visible_devices_env;
 } accel_backend_info;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_INFO_STRUCT_SIZE, accel_backend_info,
-                         visible_devices_env);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_INFO_STRUCT_SIZE, accel_backend_info, visible_devices_env);
 
 /* ----------------------------------------------------------------- Device */
 
@@ -203,21 +200,19 @@ typedef struct accel_device_availability {
   bool available;
   const char* reason; /* why not, for a person: "no MUSA driver (libmusa.so.1 not found)" */
 } accel_device_availability;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE, accel_device_availability,
-                         reason);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE, accel_device_availability, reason);
 
 /* name is owned by the plugin and valid until unload. 0 where unknown. */
 typedef struct accel_device_properties {
   size_t struct_size;
-  const char* name;              /* e.g. "MTT S4000", "Intel(R) Xeon(R) ..." */
+  const char* name; /* e.g. "MTT S4000", "Intel(R) Xeon(R) ..." */
   uint64_t total_memory_bytes;
-  int32_t compute_units;         /* SMs, MPCs, clusters; CPU cores for cpu */
-  int32_t capability_major;      /* vendor's compute capability, 0 if none */
+  int32_t compute_units;    /* SMs, MPCs, clusters; CPU cores for cpu */
+  int32_t capability_major; /* vendor's compute capability, 0 if none */
   int32_t capability_minor;
-  int32_t reserved;              /* 0; keeps the struct free of trailing padding */
+  int32_t reserved; /* 0; keeps the struct free of trailing padding */
 } accel_device_properties;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE, accel_device_properties,
-                         reserved);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE, accel_device_properties, reserved);
 
 /* Memory use on one device, in bytes; 0 where the backend cannot tell. */
 typedef struct accel_memory_stats {
@@ -228,8 +223,7 @@ typedef struct accel_memory_stats {
   uint64_t reserved_bytes;       /* held by this process's caching allocator */
   uint64_t peak_allocated_bytes; /* high-water mark of allocated_bytes */
 } accel_memory_stats;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_MEMORY_STATS_STRUCT_SIZE, accel_memory_stats,
-                         peak_allocated_bytes);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_MEMORY_STATS_STRUCT_SIZE, accel_memory_stats, peak_allocated_bytes);
 
 /* ------------------------------------------------------- Stream and event */
 
@@ -255,12 +249,12 @@ typedef accel_error* (*accel_host_fn)(void* user_data);
  * plugin, valid until unload, "" when supported. */
 typedef struct accel_precision_query {
   size_t struct_size;
-  int32_t device;     /* in: device index */
-  accel_dtype dtype;  /* in: ACCEL_DTYPE_F16 or ACCEL_DTYPE_BF16 */
-  bool autocast_supported;          /* out */
-  const char* autocast_reason;      /* out: why not, and what would work instead */
-  bool grad_scaling_supported;      /* out: a loss scaler can run on this device */
-  const char* grad_scaling_reason;  /* out */
+  int32_t device;                  /* in: device index */
+  accel_dtype dtype;               /* in: ACCEL_DTYPE_F16 or ACCEL_DTYPE_BF16 */
+  bool autocast_supported;         /* out */
+  const char* autocast_reason;     /* out: why not, and what would work instead */
+  bool grad_scaling_supported;     /* out: a loss scaler can run on this device */
+  const char* grad_scaling_reason; /* out */
 } accel_precision_query;
 ACCEL_DEFINE_STRUCT_SIZE(ACCEL_PRECISION_QUERY_STRUCT_SIZE, accel_precision_query,
                          grad_scaling_reason);
@@ -297,11 +291,11 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BUFFER_STRUCT_SIZE, accel_buffer, device);
 
 typedef struct accel_comm_create_args {
   size_t struct_size;
-  int32_t rank;             /* 0 .. world_size-1 */
+  int32_t rank; /* 0 .. world_size-1 */
   int32_t world_size;
-  int32_t local_rank;       /* rank among the processes on this machine */
+  int32_t local_rank; /* rank among the processes on this machine */
   int32_t local_world_size;
-  int32_t device;           /* device index this process uses */
+  int32_t device; /* device index this process uses */
   /* The rendezvous store; owned by the host and valid until comm_destroy returns. */
   const accel_kv_store* store;
   /* Every collective on this communicator fails with ACCEL_STATUS_TIMEOUT, naming
@@ -436,8 +430,7 @@ typedef struct accel_backend_api {
   accel_error* (*stream_wait_event)(accel_stream* stream, accel_event* event);
   /* Enqueues fn(user_data) on the stream (see accel_host_fn). user_data is owned by
    * the caller and must stay valid until fn has run. */
-  accel_error* (*stream_enqueue_host_fn)(accel_stream* stream, accel_host_fn fn,
-                                         void* user_data);
+  accel_error* (*stream_enqueue_host_fn)(accel_stream* stream, accel_host_fn fn, void* user_data);
   accel_error* (*event_create)(int32_t device, uint32_t flags, accel_event** event /* out */);
   /* NULL is a no-op. May be called while the event is pending. */
   accel_error* (*event_destroy)(accel_event* event);

@@ -22,9 +22,9 @@ namespace accel {
 
 // ------------------------------------------------------------------- Choices
 
-enum class ComputeEnvironment { kLocalMachine };           // "LOCAL_MACHINE"
-enum class MixedPrecision { kNo, kFp16, kBf16 };           // "no", "fp16", "bf16"
-enum class RdzvBackend { kStatic, kC10d };                 // "static", "c10d"
+enum class ComputeEnvironment { kLocalMachine };               // "LOCAL_MACHINE"
+enum class MixedPrecision { kNo, kFp16, kBf16 };               // "no", "fp16", "bf16"
+enum class RdzvBackend { kStatic, kC10d };                     // "static", "c10d"
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };  // "trace" ... "error"
 
 // The spelling used in TOML, in the environment and on the command line.
@@ -38,19 +38,19 @@ std::string_view to_string(LogLevel value);
 // The effective run plan. Member initializers are the schema's defaults.
 struct RunConfig {
   ComputeEnvironment compute_environment = ComputeEnvironment::kLocalMachine;
-  std::string backend;                 // plugin name ("cpu", "cuda", "musa"); "" = detect
-  int num_processes = 1;               // total over all machines, as in Accelerate
+  std::string backend;    // plugin name ("cpu", "cuda", "musa"); "" = detect
+  int num_processes = 1;  // total over all machines, as in Accelerate
   int num_machines = 1;
-  int machine_rank = 0;                // 0 .. num_machines-1; rank 0 hosts the rendezvous
-  std::string main_process_ip;         // "" = loopback (one machine only)
-  int main_process_port = 29500;       // 0 = pick a free port (one machine only)
-  std::vector<int> gpu_ids;            // device indices to use; empty = "all"
+  int machine_rank = 0;           // 0 .. num_machines-1; rank 0 hosts the rendezvous
+  std::string main_process_ip;    // "" = loopback (one machine only)
+  int main_process_port = 29500;  // 0 = pick a free port (one machine only)
+  std::vector<int> gpu_ids;       // device indices to use; empty = "all"
   MixedPrecision mixed_precision = MixedPrecision::kNo;
   RdzvBackend rdzv_backend = RdzvBackend::kStatic;
   bool same_network = true;
   std::string main_training_function = "accel_main";  // entry symbol of train.so
   int max_restarts = 0;
-  double monitor_interval = 0.1;       // seconds between checks of the workers
+  double monitor_interval = 0.1;  // seconds between checks of the workers
   std::vector<std::string> plugin_dirs;
   LogLevel log_level = LogLevel::kInfo;
   int gradient_accumulation_steps = 1;
@@ -136,14 +136,14 @@ void set_config_value(RunConfig& config, std::string_view key, std::string_view 
 
 // One row of the schema: what `accelrun config`, `config show` and the docs print.
 struct ConfigKey {
-  std::string_view name;          // "num_processes"
-  std::string_view type;          // "integer", "float", "boolean", "string", "choice",
-                                  // "string array", "device list", "table"
-  std::string default_toml;       // the default as a TOML value: "1", "\"accel_main\""
-  std::vector<std::string_view> choices;  // for "choice" keys
-  std::string range;              // for numbers: "1 to 65535"; empty otherwise
-  std::string_view help;          // one or two sentences
-  std::string_view flag;          // the launcher flag ("--num_processes"); may be empty
+  std::string_view name;                   // "num_processes"
+  std::string_view type;                   // "integer", "float", "boolean", "string", "choice",
+                                           // "string array", "device list", "table"
+  std::string default_toml;                // the default as a TOML value: "1", "\"accel_main\""
+  std::vector<std::string_view> choices;   // for "choice" keys
+  std::string range;                       // for numbers: "1 to 65535"; empty otherwise
+  std::string_view help;                   // one or two sentences
+  std::string_view flag;                   // the launcher flag ("--num_processes"); may be empty
   std::vector<std::string_view> env_vars;  // ACCEL_<KEY> first, then compatible ones
 };
 

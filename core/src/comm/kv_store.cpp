@@ -67,8 +67,9 @@ accel_status_code KvStoreBridge::get_value(void* user_data, const char* key, int
   try {
     const std::string full_key = self->prefix_ + key;
     // c10d reads a 0 ms timeout as "no timeout": the smallest real one is 1 ms.
-    const auto timeout = timeout_ms < 0 ? self->store_->getTimeout()
-                                        : std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 1);
+    const auto timeout = timeout_ms < 0
+                             ? self->store_->getTimeout()
+                             : std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 1);
     self->store_->wait({full_key}, timeout);
     const std::vector<uint8_t> value = self->store_->get(full_key);
     on_value(sink_data, value.data(), value.size());

@@ -5,10 +5,9 @@
 
 #include <accel/backend.h>
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace accel::comm {
 

@@ -66,7 +66,8 @@ static void apply(ResolvedConfig& resolved, const Setting& setting) {
   for (const auto& [key, text] : std::get<config::StringTable>(setting.value)) {
     resolved.config.backend_options[key] = text;
     auto at = setting.entry_origins.find(key);
-    resolved.origins[name + "." + key] = at == setting.entry_origins.end() ? setting.origin : at->second;
+    resolved.origins[name + "." + key] =
+        at == setting.entry_origins.end() ? setting.origin : at->second;
   }
 }
 
@@ -76,11 +77,13 @@ static Setting from_text(const KeySpec& spec, std::string_view key, std::string_
   constexpr std::string_view kOption = "backend_options.";
   if (key.substr(0, kOption.size()) == kOption) {
     config::StringTable option{{std::string(key.substr(kOption.size())), std::string(text)}};
-    if (auto complaint = config::check_value(spec, option)) throw config::value_error(origin, key, *complaint);
+    if (auto complaint = config::check_value(spec, option))
+      throw config::value_error(origin, key, *complaint);
     return {&spec, option, origin, {}};
   }
   auto value = config::value_from_text(spec, text);
-  if (auto* complaint = std::get_if<std::string>(&value)) throw config::value_error(origin, key, *complaint);
+  if (auto* complaint = std::get_if<std::string>(&value))
+    throw config::value_error(origin, key, *complaint);
   if (auto complaint = config::check_value(spec, std::get<config::Value>(value)))
     throw config::value_error(origin, key, *complaint);
   return {&spec, std::get<config::Value>(value), origin, {}};
@@ -103,9 +106,9 @@ static void apply_texts(ResolvedConfig& resolved, const std::map<std::string, st
     if (layer == Layer::kFlag) {
       auto named = flag_names.find(key);
       const KeySpec* spec = config::find_key(key);
-      origin.name = named != flag_names.end()        ? named->second
-                    : spec && !spec->flag.empty()    ? std::string(spec->flag)
-                                                     : "--" + key;
+      origin.name = named != flag_names.end()     ? named->second
+                    : spec && !spec->flag.empty() ? std::string(spec->flag)
+                                                  : "--" + key;
     }
     apply(resolved, from_text(spec_for(key, origin), key, text, origin));
   }
@@ -116,14 +119,16 @@ static void apply_environment(ResolvedConfig& resolved, const Environment& env) 
     for (auto variable : spec.env_vars) {
       std::string text = lookup(env, std::string(variable));
       if (text.empty()) continue;
-      apply(resolved, from_text(spec, spec.name, text, {Layer::kEnvironment, std::string(variable), 0, 0}));
+      apply(resolved,
+            from_text(spec, spec.name, text, {Layer::kEnvironment, std::string(variable), 0, 0}));
       break;
     }
   }
 }
 
 // The file to read: --config_file, ACCEL_CONFIG_FILE, or the default one if it exists.
-static void choose_file(ResolvedConfig& resolved, const ConfigSources& sources, const Environment& env) {
+static void choose_file(ResolvedConfig& resolved, const ConfigSources& sources,
+                        const Environment& env) {
   std::string from_env = lookup(env, "ACCEL_CONFIG_FILE");
   if (sources.config_file) {
     resolved.file = sources.config_file, resolved.file_chosen_by = "flag --config_file";
@@ -150,7 +155,8 @@ ResolvedConfig resolve_config(const ConfigSources& sources) {
   choose_file(resolved, sources, env);
   if (resolved.file) {
     std::string text = config::read_config_file(*resolved.file);
-    for (const auto& setting : config::read_toml(text, resolved.file->string())) apply(resolved, setting);
+    for (const auto& setting : config::read_toml(text, resolved.file->string()))
+      apply(resolved, setting);
   }
   apply_environment(resolved, env);
   apply_texts(resolved, sources.flags, Layer::kFlag, sources.flag_names);

@@ -17,7 +17,8 @@ static std::string comment_lines(std::string_view help) {
   std::string out, line;
   std::istringstream words{std::string(help)};
   for (std::string word; words >> word;) {
-    if (!line.empty() && line.size() + word.size() + 1 > 88) out += "# " + line + "\n", line.clear();
+    if (!line.empty() && line.size() + word.size() + 1 > 88)
+      out += "# " + line + "\n", line.clear();
     line += (line.empty() ? "" : " ") + word;
   }
   return out + "# " + line + "\n";
@@ -58,7 +59,8 @@ ConfigOrigin ResolvedConfig::origin(std::string_view key) const {
 // "key = value" lines padded so the origin comments line up.
 static void add_aligned(std::vector<std::pair<std::string, std::string>>& lines, std::string& out) {
   std::size_t width = 0;
-  for (const auto& [text, note] : lines) width = std::max(width, std::min<std::size_t>(text.size(), 48));
+  for (const auto& [text, note] : lines)
+    width = std::max(width, std::min<std::size_t>(text.size(), 48));
   for (const auto& [text, note] : lines) {
     std::string padding(text.size() < width ? width - text.size() : 0, ' ');
     out += text + (note.empty() ? "" : padding + "  # " + note) + "\n";
@@ -68,15 +70,16 @@ static void add_aligned(std::vector<std::pair<std::string, std::string>>& lines,
 
 std::string format_config_show(const ResolvedConfig& resolved) {
   std::string out = "# Effective accelrun configuration; after each value, where it came from.\n";
-  out += resolved.file ? "# Config file: " + resolved.file->string() + " (" +
-                             resolved.file_chosen_by + ")\n"
-                       : "# Config file: none\n";
+  out += resolved.file
+             ? "# Config file: " + resolved.file->string() + " (" + resolved.file_chosen_by + ")\n"
+             : "# Config file: none\n";
   std::vector<std::pair<std::string, std::string>> lines;
   for (const auto& spec : schema()) {
     config::Value value = spec.get(resolved.config);
     std::string name(spec.name);
     if (spec.kind != config::Kind::kTable) {
-      lines.emplace_back(name + " = " + config::value_to_toml(value), resolved.origin(name).to_string());
+      lines.emplace_back(name + " = " + config::value_to_toml(value),
+                         resolved.origin(name).to_string());
       continue;
     }
     add_aligned(lines, out);

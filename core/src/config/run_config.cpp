@@ -41,12 +41,18 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
 
 std::string ConfigOrigin::to_string() const {
   switch (layer) {
-    case Layer::kDefault: return "default";
-    case Layer::kDetected: return "detected";
-    case Layer::kFile: return "file " + name + ":" + std::to_string(line);
-    case Layer::kEnvironment: return "env " + name;
-    case Layer::kFlag: return "flag " + name;
-    case Layer::kProgram: return "program";
+    case Layer::kDefault:
+      return "default";
+    case Layer::kDetected:
+      return "detected";
+    case Layer::kFile:
+      return "file " + name + ":" + std::to_string(line);
+    case Layer::kEnvironment:
+      return "env " + name;
+    case Layer::kFlag:
+      return "flag " + name;
+    case Layer::kProgram:
+      return "program";
   }
   return "?";
 }
@@ -91,13 +97,14 @@ std::string read_config_file(const std::filesystem::path& file) {
   ConfigOrigin origin{ConfigOrigin::Layer::kFile, file.string(), 0, 0};
   std::error_code ignored;
   if (std::filesystem::is_directory(file, ignored))
-    throw ConfigError("cannot read config file " + file.string() + ": it is a directory", "", origin);
+    throw ConfigError("cannot read config file " + file.string() + ": it is a directory", "",
+                      origin);
   std::ifstream in(file, std::ios::binary);
   std::ostringstream text;
   if (in) text << in.rdbuf();
   if (!in.is_open() || in.bad())
-    throw ConfigError("cannot read config file " + file.string() + ": " + std::strerror(errno),
-                      "", origin);
+    throw ConfigError("cannot read config file " + file.string() + ": " + std::strerror(errno), "",
+                      origin);
   return text.str();
 }
 

@@ -28,7 +28,7 @@ struct KeySpec {
   std::vector<std::string_view> choices;  // kChoice: canonical spellings, enum order
   double min = 0, max = 0;                // kInteger, kFloat: inclusive range
   std::string_view help;
-  std::string_view flag;                  // launcher flag, may be empty
+  std::string_view flag;  // launcher flag, may be empty
   std::vector<std::string_view> env_vars;
   // Extra check of a well-typed value; returns a complaint or nullopt.
   std::optional<std::string> (*check)(const Value& value) = nullptr;

@@ -9,14 +9,29 @@ namespace accel::config {
 
 static void append_escaped(std::string& out, char c) {
   switch (c) {
-    case '"': out += "\\\""; return;
-    case '\\': out += "\\\\"; return;
-    case '\b': out += "\\b"; return;
-    case '\t': out += "\\t"; return;
-    case '\n': out += "\\n"; return;
-    case '\f': out += "\\f"; return;
-    case '\r': out += "\\r"; return;
-    default: break;
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    default:
+      break;
   }
   auto byte = static_cast<unsigned char>(c);
   if (byte < 0x20 || byte == 0x7f) {
@@ -35,8 +50,8 @@ std::string toml_quote(std::string_view text) {
 }
 
 static bool is_bare_key_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
 }
 
 std::string toml_key(std::string_view key) {
@@ -109,8 +124,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   for (std::size_t i = 1; i < rows; ++i) {
     for (std::size_t j = 1; j < cols; ++j) {
       std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      std::size_t best = std::min({d[(i - 1) * cols + j] + 1, d[i * cols + j - 1] + 1,
-                                   d[(i - 1) * cols + j - 1] + cost});
+      std::size_t best = std::min(
+          {d[(i - 1) * cols + j] + 1, d[i * cols + j - 1] + 1, d[(i - 1) * cols + j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
         best = std::min(best, d[(i - 2) * cols + j - 2] + 1);
       d[i * cols + j] = best;

@@ -41,8 +41,8 @@ static std::optional<std::string> check_devices(const KeySpec& spec, const std::
   std::set<int> seen;
   for (int id : ids) {
     if (id < spec.min || id > spec.max)
-      return "device index " + std::to_string(id) + " is out of range; valid range: " +
-             range_text(spec);
+      return "device index " + std::to_string(id) +
+             " is out of range; valid range: " + range_text(spec);
     if (!seen.insert(id).second) return "device index " + std::to_string(id) + " is listed twice";
   }
   return std::nullopt;
@@ -83,8 +83,7 @@ std::variant<std::vector<int>, std::string> parse_device_list(std::string_view t
     std::string_view item = trim(whole.substr(0, comma));
     int id = 0;
     auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), id);
-    if (item.empty() || error != std::errc() || end != item.data() + item.size() ||
-        item[0] == '-')
+    if (item.empty() || error != std::errc() || end != item.data() + item.size() || item[0] == '-')
       return complaint;
     ids.push_back(id);
     if (comma == std::string_view::npos) return ids;
@@ -141,7 +140,8 @@ std::variant<Value, std::string> value_from_text(const KeySpec& spec, std::strin
     case Kind::kFloat:
       if (auto x = parse_number<double>(text, &error)) return Value{*x};
       return "expected a number, found " + found;
-    case Kind::kString: return Value{std::string(text)};
+    case Kind::kString:
+      return Value{std::string(text)};
     case Kind::kChoice: {
       for (auto choice : spec.choices)
         if (to_lower(choice) == to_lower(trim(text))) return Value{std::string(choice)};
@@ -169,11 +169,15 @@ std::variant<Value, std::string> value_from_text(const KeySpec& spec, std::strin
 
 std::string value_to_text(const KeySpec& spec, const Value& value) {
   switch (spec.kind) {
-    case Kind::kBoolean: return std::get<bool>(value) ? "true" : "false";
-    case Kind::kInteger: return std::to_string(std::get<std::int64_t>(value));
-    case Kind::kFloat: return format_double(std::get<double>(value));
+    case Kind::kBoolean:
+      return std::get<bool>(value) ? "true" : "false";
+    case Kind::kInteger:
+      return std::to_string(std::get<std::int64_t>(value));
+    case Kind::kFloat:
+      return format_double(std::get<double>(value));
     case Kind::kString:
-    case Kind::kChoice: return std::get<std::string>(value);
+    case Kind::kChoice:
+      return std::get<std::string>(value);
     case Kind::kStringList: {
       // "/a:/b", like PATH; a TOML array when an item would not survive that.
       const auto& items = std::get<std::vector<std::string>>(value);
@@ -240,7 +244,8 @@ static std::optional<std::string> accelerate_hint(std::string_view name) {
       {"tpu_use_sudo", "accelrun has no TPU support; remove it"},
   };
   for (const auto& [key, hint] : kHints)
-    if (key == name) return "\"" + std::string(name) + "\" is an Accelerate key: " + std::string(hint);
+    if (key == name)
+      return "\"" + std::string(name) + "\" is an Accelerate key: " + std::string(hint);
   return std::nullopt;
 }
 
@@ -264,7 +269,8 @@ std::string unknown_key_complaint(std::string_view name) {
 ConfigError value_error(const ConfigOrigin& origin, std::string_view key,
                         const std::string& complaint) {
   std::string where = origin.position();
-  if (origin.layer == ConfigOrigin::Layer::kEnvironment) where = "environment variable " + origin.name;
+  if (origin.layer == ConfigOrigin::Layer::kEnvironment)
+    where = "environment variable " + origin.name;
   std::string prefix = origin.layer == ConfigOrigin::Layer::kProgram ? "" : where + ": ";
   bool names_key = complaint.rfind("unknown key", 0) == 0 || key.empty();
   return ConfigError(prefix + (names_key ? "" : std::string(key) + ": ") + complaint,
@@ -296,7 +302,8 @@ void check_cross_fields(const RunConfig& c,
                                 " needs main_process_ip, the address of machine 0 "
                                 "(--main_process_ip)");
   if (c.num_machines > 1 && c.main_process_port == 0)
-    fail("main_process_port", show("main_process_port", "0") + " (pick a free port) works on "
+    fail("main_process_port", show("main_process_port", "0") +
+                                  " (pick a free port) works on "
                                   "one machine only; with " +
                                   show("num_machines", std::to_string(c.num_machines)) +
                                   " every machine must know the port: set one");
