@@ -137,7 +137,10 @@ class Communicator {
   // output (input.numel() / world_size elements) = slice `rank` of op over all inputs.
   Work reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op = ReduceOp::kSum);
   Work barrier();
-  // Point to point; matched in order per (peer, tag); tag >= 0.
+  // Point to point; matched in order per (peer, tag); tag >= 0. They run on the one
+  // communication stream in issue order, so a send that waits for its receiver holds
+  // back this rank's later recv: order pairs so no cycle of blocked sends forms (e.g.
+  // in a ring, even ranks send first and odd ranks receive first).
   Work send(const at::Tensor& tensor, int32_t peer, int32_t tag = 0);
   Work recv(at::Tensor& tensor, int32_t peer, int32_t tag = 0);
 
