@@ -147,8 +147,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Body = std::function<void(accel_comm* comm, uint32_t tag)>;
 
-constexpr int64_t kDefaultTimeoutMs = 30 * 60 * 1000;  // c10d's default
-constexpr uint8_t kP2PSlotPrefix = 0x40;               // beyond gloo's own prefixes
+constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's default
+constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
 std::mutex g_live_mutex;

@@ -148,13 +148,13 @@ class Comm {
   accel_comm* get() const noexcept { return handle_; }
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
-  void all_reduce(accel_collective_args args);
-  void broadcast(accel_collective_args args);
-  void all_gather(accel_collective_args args);
-  void reduce_scatter(accel_collective_args args);
-  void barrier(accel_collective_args args = {});
-  void send(accel_collective_args args);
-  void recv(accel_collective_args args);
+  void all_reduce(const accel_collective_args& args);
+  void broadcast(const accel_collective_args& args);
+  void all_gather(const accel_collective_args& args);
+  void reduce_scatter(const accel_collective_args& args);
+  void barrier(const accel_collective_args& args = {});
+  void send(const accel_collective_args& args);
+  void recv(const accel_collective_args& args);
   void abort();  // thread-safe
   // Throws the first asynchronous error of the communicator, if any.
   void check_async_error();
@@ -163,7 +163,7 @@ class Comm {
  private:
   friend class Plugin;
   Comm(std::shared_ptr<Plugin> plugin, accel_comm* handle);
-  accel_collective_args prepared(accel_collective_args args) const;
+  accel_collective_args prepared(const accel_collective_args& args) const;
   std::shared_ptr<Plugin> plugin_;
   accel_comm* handle_ = nullptr;
   uint64_t generation_ = 0;  // the plugin's generation at creation
@@ -222,6 +222,9 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
     if (fn == nullptr) raise_unimplemented(entry);
     accel_error* error = nullptr;
     try {
+      // cppcheck 2.10 mistakes the local `error` for a parameter of the template
+      // (uselessAssignmentPtrArg); the value is read right after the try block.
+      // cppcheck-suppress uselessAssignmentPtrArg
       error = fn(std::forward<Args>(args)...);
     } catch (const std::exception& e) {
       raise_foreign_exception(entry, e.what());

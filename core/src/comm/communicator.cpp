@@ -153,7 +153,8 @@ struct Communicator::Impl {
 
   void check_tensor(const char* op, const char* role, const at::Tensor& t) const;
   Work enqueue(const char* op, std::vector<at::Tensor> keep, accel_collective_args args,
-               void (Comm::*fn)(accel_collective_args), std::function<void()> on_success = {});
+               void (Comm::*fn)(const accel_collective_args&),
+               std::function<void()> on_success = {});
   void check_peers(const char* op, accel_dtype dtype, int64_t send_count, int64_t recv_count,
                    int64_t arg);
 };
@@ -255,7 +256,7 @@ void Communicator::Impl::check_peers(const char* op, accel_dtype dtype, int64_t 
 
 Work Communicator::Impl::enqueue(const char* op, std::vector<at::Tensor> keep,
                                  accel_collective_args args,
-                                 void (Comm::*fn)(accel_collective_args),
+                                 void (Comm::*fn)(const accel_collective_args&),
                                  std::function<void()> on_success) {
   auto state = std::make_shared<Work::State>();
   state->plugin = plugin->name();

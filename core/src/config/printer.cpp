@@ -63,7 +63,9 @@ static void add_aligned(std::vector<std::pair<std::string, std::string>>& lines,
     width = std::max(width, std::min<std::size_t>(text.size(), 48));
   for (const auto& [text, note] : lines) {
     std::string padding(text.size() < width ? width - text.size() : 0, ' ');
-    out += text + (note.empty() ? "" : padding + "  # " + note) + "\n";
+    out += text;
+    if (!note.empty()) out.append(padding).append("  # ").append(note);
+    out += '\n';
   }
   lines.clear();
 }
@@ -83,7 +85,7 @@ std::string format_config_show(const ResolvedConfig& resolved) {
       continue;
     }
     add_aligned(lines, out);
-    out += "\n[" + name + "]\n";
+    out.append("\n[").append(name).append("]\n");
     for (const auto& [key, text] : std::get<config::StringTable>(value))
       lines.emplace_back(config::toml_key(key) + " = " + config::toml_quote(text),
                          resolved.origin(name + "." + key).to_string());
@@ -125,13 +127,14 @@ const std::vector<ConfigKey>& config_schema() {
 static std::string join(const std::vector<std::string_view>& items, std::string_view separator,
                         std::string_view quote = "`") {
   std::string out;
-  for (auto item : items)
-    out += (out.empty() ? "" : std::string(separator)) + std::string(quote) + std::string(item) +
-           std::string(quote);
+  for (auto item : items) {
+    if (!out.empty()) out += separator;
+    out.append(quote).append(item).append(quote);
+  }
   return out;
 }
 
-static std::string markdown_cell(std::string text) {
+static std::string markdown_cell(std::string_view text) {
   std::string out;
   for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
   return out;

@@ -13,7 +13,9 @@ namespace accel::config {
 // ------------------------------------------------------------ Typed accessors
 
 template <typename T>
-static const T& as(const Value& value) { return std::get<T>(value); }
+static const T& as(const Value& value) {
+  return std::get<T>(value);
+}
 
 static int as_int(const Value& value) { return static_cast<int>(std::get<std::int64_t>(value)); }
 
@@ -29,8 +31,9 @@ static Enum choice_as(const Value& value, std::string_view key) {
 
 static bool is_identifier(std::string_view text) {
   if (text.empty() || std::isdigit(static_cast<unsigned char>(text[0]))) return false;
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 static std::optional<std::string> check_backend_name(const Value& value) {
@@ -68,6 +71,10 @@ static std::optional<std::string> check_dirs(const Value& value) {
 
 // --------------------------------------------------------------- The table
 
+// The rows are laid out by hand, one key per block like a form (name, kind, choices,
+// range, help, flag, environment, check, set, get); clang-format would put every field
+// on its own line and double the table.
+// clang-format off
 static std::vector<KeySpec> make_schema() {
   std::vector<KeySpec> rows;
   rows.push_back({"compute_environment", Kind::kChoice, {"LOCAL_MACHINE"}, 0, 0,
@@ -169,6 +176,7 @@ static std::vector<KeySpec> make_schema() {
       [](const RunConfig& c) -> Value { return c.backend_options; }});
   return rows;
 }
+// clang-format on
 
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> rows = make_schema();
@@ -183,14 +191,22 @@ const KeySpec* find_key(std::string_view name) {
 
 std::string_view kind_name(Kind kind) {
   switch (kind) {
-    case Kind::kBoolean: return "boolean";
-    case Kind::kInteger: return "integer";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "string";
-    case Kind::kChoice: return "choice";
-    case Kind::kStringList: return "string array";
-    case Kind::kDeviceList: return "device list";
-    case Kind::kTable: return "table";
+    case Kind::kBoolean:
+      return "boolean";
+    case Kind::kInteger:
+      return "integer";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "string";
+    case Kind::kChoice:
+      return "choice";
+    case Kind::kStringList:
+      return "string array";
+    case Kind::kDeviceList:
+      return "device list";
+    case Kind::kTable:
+      return "table";
   }
   return "?";
 }

@@ -1,9 +1,10 @@
 // The only file that includes toml++.
 #include "config/toml_reader.hpp"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "config/text.hpp"
 
@@ -20,16 +21,26 @@ static ConfigOrigin file_origin(const std::string& file, const toml::source_regi
 
 static std::string_view type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "nothing";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "nothing";
   }
 }
 
@@ -42,7 +53,10 @@ static std::string describe(const toml::node& node) {
     node.visit([&text](const auto& concrete) { text << concrete; });
   }
   std::string shown = text.str();
-  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  if (shown.size() > 60) {
+    shown.resize(57);
+    shown += "...";
+  }
   for (char& c : shown)
     if (c == '\n') c = ' ';
   return std::string(type_name(node)) + " " + shown;
@@ -82,7 +96,8 @@ static Reading read_device_list(const toml::node& node) {
     if (auto* complaint = std::get_if<std::string>(&ids)) return {std::nullopt, *complaint, &node};
     return accept(Value{std::get<std::vector<int>>(ids)});
   }
-  constexpr std::string_view kExpected = "\"all\", a string such as \"0,1\" or an array of integers";
+  constexpr std::string_view kExpected =
+      "\"all\", a string such as \"0,1\" or an array of integers";
   std::vector<int> ids;
   auto add = [&](const toml::node& item) {
     std::int64_t id = item.as_integer()->get();
@@ -91,7 +106,8 @@ static Reading read_device_list(const toml::node& node) {
     return true;
   };
   auto out_of_range = [](const toml::node& item) {
-    return Reading{std::nullopt, describe(item) + " is out of range; valid range: 0 to 1023", &item};
+    return Reading{std::nullopt, describe(item) + " is out of range; valid range: 0 to 1023",
+                   &item};
   };
   if (node.is_integer()) return add(node) ? accept(Value{ids}) : out_of_range(node);
   const auto* array = node.as_array();
@@ -128,24 +144,29 @@ static Reading read_node(const KeySpec& spec, const toml::node& node) {
     case Kind::kChoice:
       if (const auto* s = node.as_string()) return accept(Value{s->get()});
       return wrong_type(node, "a string");
-    case Kind::kStringList: return read_string_list(node);
-    case Kind::kDeviceList: return read_device_list(node);
-    case Kind::kTable: return wrong_type(node, "a table");  // tables are read by read_table
+    case Kind::kStringList:
+      return read_string_list(node);
+    case Kind::kDeviceList:
+      return read_device_list(node);
+    case Kind::kTable:
+      return wrong_type(node, "a table");  // tables are read by read_table
   }
   return wrong_type(node, "a value");
 }
 
 static Setting read_table(const KeySpec& spec, const toml::node& node, const std::string& file) {
   const auto* table = node.as_table();
-  if (!table) throw value_error(file_origin(file, node.source()), spec.name,
-                                "expected a table, found " + describe(node));
+  if (!table)
+    throw value_error(file_origin(file, node.source()), spec.name,
+                      "expected a table, found " + describe(node));
   Setting setting{&spec, StringTable{}, file_origin(file, node.source()), {}};
   auto& options = std::get<StringTable>(setting.value);
   for (const auto& [key, item] : *table) {
     std::string name = std::string(spec.name) + "." + std::string(key.str());
     auto text = option_text(item);
-    if (!text) throw value_error(file_origin(file, item.source()), name,
-                                 "expected a string, number or boolean, found " + describe(item));
+    if (!text)
+      throw value_error(file_origin(file, item.source()), name,
+                        "expected a string, number or boolean, found " + describe(item));
     options[std::string(key.str())] = *text;
     setting.entry_origins[std::string(key.str())] = file_origin(file, key.source());
   }
@@ -154,8 +175,8 @@ static Setting read_table(const KeySpec& spec, const toml::node& node, const std
 
 static Setting read_key(const toml::key& key, const toml::node& node, const std::string& file) {
   const KeySpec* spec = find_key(key.str());
-  if (!spec) throw value_error(file_origin(file, key.source()), key.str(),
-                               unknown_key_complaint(key.str()));
+  if (!spec)
+    throw value_error(file_origin(file, key.source()), key.str(), unknown_key_complaint(key.str()));
   if (spec->kind == Kind::kTable) return read_table(*spec, node, file);
   Reading reading = read_node(*spec, node);
   if (!reading.value)
@@ -276,9 +297,11 @@ static void reject_unsafe_text(std::string_view text, const std::string& source_
   if (!scan.found) return;
   ConfigOrigin origin{ConfigOrigin::Layer::kFile, source_name, static_cast<int>(scan.line),
                       static_cast<int>(scan.column)};
-  throw ConfigError(origin.position() +
-                        ": TOML syntax error: a misplaced quote, or a non-ASCII character outside a "
-                        "string or comment (or after a line-ending backslash)", "", origin);
+  throw ConfigError(
+      origin.position() +
+          ": TOML syntax error: a misplaced quote, or a non-ASCII character outside a "
+          "string or comment (or after a line-ending backslash)",
+      "", origin);
 }
 
 std::vector<Setting> read_toml(std::string_view text, const std::string& source_name) {
@@ -296,8 +319,8 @@ std::vector<Setting> read_toml(std::string_view text, const std::string& source_
 
 // A list in TOML array form, `["/a:b", "/c"]`, for items that contain ':'.
 std::variant<std::vector<std::string>, std::string> parse_string_array(std::string_view text) {
-  std::string expected = "expected a ':'-separated list or a TOML array of strings, found " +
-                         quote_for_message(text);
+  std::string expected =
+      "expected a ':'-separated list or a TOML array of strings, found " + quote_for_message(text);
   toml::table document;
   try {
     std::string line = "value = " + std::string(text) + "\n";
@@ -320,8 +343,8 @@ std::variant<std::vector<std::string>, std::string> parse_string_array(std::stri
 
 // The environment's form of a table: an inline TOML table, `{ a = "1", b = 2 }`.
 std::variant<StringTable, std::string> parse_inline_table(std::string_view text) {
-  std::string expected = "expected an inline TOML table such as { threads = \"4\" }, found " +
-                         quote_for_message(text);
+  std::string expected =
+      "expected an inline TOML table such as { threads = \"4\" }, found " + quote_for_message(text);
   toml::table document;
   try {
     std::string line = "value = " + std::string(text) + "\n";
@@ -337,8 +360,9 @@ std::variant<StringTable, std::string> parse_inline_table(std::string_view text)
   StringTable options;
   for (const auto& [key, item] : *table) {
     auto option = option_text(item);
-    if (!option) return "option " + toml_quote(key.str()) +
-                        ": expected a string, number or boolean, found " + describe(item);
+    if (!option)
+      return "option " + toml_quote(key.str()) + ": expected a string, number or boolean, found " +
+             describe(item);
     options[std::string(key.str())] = *option;
   }
   return options;

@@ -23,15 +23,18 @@ std::string backends_found(const PluginRegistry& registry) {
     if (d.status == CandidateStatus::kUnavailable && d.availability)
       state += ": " + d.availability->reason;
     if (d.status == CandidateStatus::kInvalid) state += ": " + d.error;
-    list += (list.empty() ? "" : "; ") + name + " (" + state + ")";
+    if (!list.empty()) list += "; ";
+    list.append(name).append(" (").append(state).append(")");
   }
   return list.empty() ? "none" : list;
 }
 
 std::string join_dirs(const PluginRegistry& registry) {
   std::string dirs;
-  for (const auto& dir : registry.search_path().dirs)
-    dirs += (dirs.empty() ? "" : ", ") + dir.dir.string();
+  for (const auto& dir : registry.search_path().dirs) {
+    if (!dirs.empty()) dirs += ", ";
+    dirs += dir.dir.string();
+  }
   return dirs;
 }
 

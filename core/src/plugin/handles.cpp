@@ -144,16 +144,17 @@ void Comm::reset() {
   if (plugin_) release(plugin_, "comm_destroy", plugin_->api().comm_destroy, handle_, generation_);
 }
 
-accel_collective_args Comm::prepared(accel_collective_args args) const {
-  args.struct_size = ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE;
-  args.comm = handle_;
-  return args;
+accel_collective_args Comm::prepared(const accel_collective_args& args) const {
+  accel_collective_args full = args;
+  full.struct_size = ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE;
+  full.comm = handle_;
+  return full;
 }
 
-#define ACCEL_COLLECTIVE(method, entry)                 \
-  void Comm::method(accel_collective_args args) {       \
-    const accel_collective_args full = prepared(args);  \
-    plugin_->call(#entry, plugin_->api().entry, &full); \
+#define ACCEL_COLLECTIVE(method, entry)                  \
+  void Comm::method(const accel_collective_args& args) { \
+    const accel_collective_args full = prepared(args);   \
+    plugin_->call(#entry, plugin_->api().entry, &full);  \
   }
 ACCEL_COLLECTIVE(all_reduce, comm_all_reduce)
 ACCEL_COLLECTIVE(broadcast, comm_broadcast)
