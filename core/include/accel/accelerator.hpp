@@ -1,0 +1,463 @@
+// accel/accelerator.hpp: the API a training program is written against (Accelerate's
+// `Accelerator`, in C++).
+//
+//   accel::Accelerator accelerator;                       // from accelrun's environment
+//   auto model = std::make_shared<Net>();
+//   auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
+//   auto [m, opt, loader] = accelerator.prepare(model, optimizer, train_loader);
+//   for (accel::Batch& batch : loader) {
+//     auto scope = accelerator.accumulate(m);             // gradient accumulation
+//     at::Tensor loss = [&] {
+//       auto autocast = accelerator.autocast();           // mixed precision, if configured
+//       return torch::nll_loss(m->forward(batch.data), batch.target);
+//     }();
+//     accelerator.backward(loss);                         // gradients averaged over ranks
+//     if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(m->parameters(), 1.0);
+//     opt.step();                                         // only on sync steps
+//     opt.zero_grad();
+//   }
+//   at::Tensor all = accelerator.gather_for_metrics(predictions, eval_loader);
+//
+// Processes and devices: one process per device; device() is the plugin's device type
+// with this process's device index. Everything here is collective unless said otherwise:
+// every rank must make the same calls in the same order (prepare, backward on sync
+// steps, gather, reduce, broadcast, wait_for_everyone, main_process_first, end_training),
+// or they wait until the communicator's timeout (the launcher stops the others as soon as
+// one process fails).
+//
+// Gradient synchronisation (prepare(model)): rank 0's parameters and buffers are
+// broadcast so every rank starts equal, and an accel::Reducer (accel/reducer.hpp)
+// all-reduces gradients in buckets while backward runs, as PyTorch DDP does. The model
+// object is not wrapped: call its forward as usual. With mixed precision, run forward
+// under autocast() (or wrap it with autocast_forward()), since C++ cannot intercept the
+// forward of a torch::nn::Module the way Accelerate patches Python's.
+//
+// Lifetime: prepared models, optimizers and schedulers are shared with the Accelerator,
+// which must outlive the training loop (it owns the communicator and the reducers).
+// Non-owning prepare(optimizer&) requires that the optimizer outlives the Accelerator.
+// Threads: use an Accelerator from one thread. Errors: std::invalid_argument for bad
+// arguments (named), std::runtime_error for a misconfigured run, BackendError from the
+// plugin's collectives, PrecisionError for a mixed precision the backend cannot do.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "accel/amp.hpp"
+#include "accel/communicator.hpp"
+#include "accel/data.hpp"
+#include "accel/distributed.hpp"
+#include "accel/logging.hpp"
+#include "accel/reducer.hpp"
+#include "accel/run_config.hpp"
+#include "accel/tracking.hpp"
+
+// Only declared here: the .cpp files include LibTorch's module and optimizer headers,
+// so a training program pays for <torch/torch.h> once, not through this header.
+namespace torch::nn {
+class Module;
+}
+namespace torch::optim {
+class Optimizer;
+class LRScheduler;
+}  // namespace torch::optim
+
+namespace accel {
+
+struct AcceleratorOptions {
+  // Unset: the run config's value (accelrun --mixed_precision, ACCEL_MIXED_PRECISION).
+  std::optional<MixedPrecision> mixed_precision;
+  // Unset: the run config's gradient_accumulation_steps. backward() divides the loss by
+  // it, and accumulate() syncs every that many steps.
+  std::optional<int> gradient_accumulation_steps;
+  // Reducer: parameters without a gradient in a backward count as zero (DDP's option).
+  bool find_unused_parameters = false;
+  // Broadcast rank 0's buffers (batch-norm statistics) after every synchronised backward.
+  bool broadcast_buffers = true;
+  // Reducer bucket size in MiB (DDP's bucket_cap_mb).
+  double bucket_cap_mb = 25.0;
+  // Data loaders: batch_size is the global batch, split over the processes; and pad the
+  // last round so every process gets the same number of batches. A DataLoader's options
+  // are fixed when it is built (DataLoaderOptions), so when these are set, prepare checks
+  // that the loader agrees (std::invalid_argument otherwise). Unset: the loader's own.
+  std::optional<bool> split_batches;
+  std::optional<bool> even_batches;
+  // When set: set_seed(*seed, device_specific_seed) at construction.
+  std::optional<std::uint64_t> seed;
+  bool device_specific_seed = false;
+  // Prepared schedulers step only when the optimizer stepped, num_processes times
+  // (once with split_batches), as Accelerate's AcceleratedScheduler does.
+  bool step_scheduler_with_optimizer = true;
+};
+
+class Accelerator;
+struct AcceleratorState;  // shared with prepared optimizers and schedulers (accelerator.cpp)
+
+// A prepared optimizer (Accelerate's AcceleratedOptimizer): step() and zero_grad() act
+// only on sync steps; with fp16, step() goes through the loss scaler and is skipped when
+// some rank found inf/NaN gradients. A value; copies share the optimizer.
+class AcceleratedOptimizer {
+ public:
+  void step();
+  void zero_grad();
+  // Whether the latest step() on a sync step skipped the update (fp16 overflow).
+  bool step_was_skipped() const;
+  torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  const std::shared_ptr<torch::optim::Optimizer>& shared() const { return optimizer_; }
+
+ private:
+  friend class Accelerator;
+  AcceleratedOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer,
+                       std::shared_ptr<AcceleratorState> state)
+      : optimizer_(std::move(optimizer)), state_(std::move(state)) {}
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  std::shared_ptr<AcceleratorState> state_;
+};
+
+// A prepared learning-rate scheduler (Accelerate's AcceleratedScheduler).
+class AcceleratedScheduler {
+ public:
+  // Steps the scheduler only when the optimizers stepped on this sync step (see
+  // AcceleratorOptions::step_scheduler_with_optimizer).
+  void step();
+  torch::optim::LRScheduler& scheduler() const { return *scheduler_; }
+
+ private:
+  friend class Accelerator;
+  AcceleratedScheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler,
+                       std::shared_ptr<AcceleratorState> state)
+      : scheduler_(std::move(scheduler)), state_(std::move(state)) {}
+  std::shared_ptr<torch::optim::LRScheduler> scheduler_;
+  std::shared_ptr<AcceleratorState> state_;
+};
+
+// Gradient sync switched off for one model until destruction (DDP's no_sync()).
+// Movable; restores the previous setting.
+class NoSyncGuard {
+ public:
+  NoSyncGuard() = default;
+  explicit NoSyncGuard(Reducer* reducer);
+  NoSyncGuard(NoSyncGuard&& other) noexcept;
+  NoSyncGuard& operator=(NoSyncGuard&& other) noexcept;
+  ~NoSyncGuard();
+
+ private:
+  Reducer* reducer_ = nullptr;  // null: nothing to restore (one process)
+  bool previous_ = true;
+};
+
+// What accumulate() returns: counts the step; on non-sync steps holds a NoSyncGuard.
+class AccumulateScope {
+ public:
+  bool sync_gradients() const { return sync_; }
+
+ private:
+  friend class Accelerator;
+  AccumulateScope(bool sync, NoSyncGuard guard) : sync_(sync), guard_(std::move(guard)) {}
+  bool sync_;
+  NoSyncGuard guard_;
+};
+
+// main_process_first(): others wait until the main process has left the scope.
+class MainProcessFirst {
+ public:
+  MainProcessFirst(MainProcessFirst&& other) noexcept;
+  MainProcessFirst& operator=(MainProcessFirst&&) = delete;
+  // The first process waits here for the others; a barrier failure is printed to stderr
+  // (the next collective reports it). Skipped while an exception unwinds the scope.
+  ~MainProcessFirst();
+
+ private:
+  friend class Accelerator;
+  MainProcessFirst(const Accelerator* accelerator, bool first);
+  const Accelerator* accelerator_ = nullptr;
+  bool first_ = false;
+  int uncaught_ = 0;
+};
+
+namespace detail {
+template <class T>
+struct is_shared_ptr : std::false_type {};
+template <class T>
+struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {};
+template <class T, class = void>
+struct has_ptr : std::false_type {};  // torch::nn::ModuleHolder (torch::nn::Linear ...)
+template <class T>
+struct has_ptr<T, std::void_t<decltype(std::declval<const T&>().ptr())>> : std::true_type {};
+template <class>
+inline constexpr bool dependent_false = false;
+}  // namespace detail
+
+class Accelerator {
+ public:
+  // From this worker's environment (accelrun, accel::launch): DistributedContext::
+  // from_environment() and the resolved run config, overridden by `options`.
+  explicit Accelerator(AcceleratorOptions options = {});
+  // Around a context the caller built (tests, programs that embed the runtime).
+  explicit Accelerator(std::shared_ptr<DistributedContext> context,
+                       AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(Accelerator&&) noexcept;
+  Accelerator& operator=(Accelerator&&) noexcept;
+
+  // ---------------------------------------------------------------- who and where
+  c10::Device device() const;
+  int process_index() const;
+  int local_process_index() const;
+  int num_processes() const;
+  bool is_main_process() const { return process_index() == 0; }
+  bool is_local_main_process() const { return local_process_index() == 0; }
+  MixedPrecision mixed_precision() const;
+  int gradient_accumulation_steps() const;
+  const std::string& backend() const;  // the plugin's name ("cpu", "cuda" ...)
+  const PluginInfo& backend_info() const;
+  const AcceleratorOptions& options() const;
+  DistributedContext& context() const;
+  // The world communicator; null with one process.
+  Communicator* communicator() const;
+
+  // ---------------------------------------------------------------- prepare
+  // Each argument: a model (std::shared_ptr<M> with M a torch::nn::Module, or a
+  // ModuleHolder such as torch::nn::Linear), an optimizer (std::shared_ptr, or an lvalue
+  // the caller keeps alive), a scheduler (likewise), or a DataLoader (by value). Returns
+  // the prepared object, or a tuple of them in argument order: models come back as they
+  // went in (hooked and on device()), optimizers as AcceleratedOptimizer, schedulers as
+  // AcceleratedScheduler, loaders sharded for this process.
+  template <class... Ts>
+  auto prepare(Ts&&... objects);
+
+  void prepare_model(const std::shared_ptr<torch::nn::Module>& model);
+  AcceleratedOptimizer prepare_optimizer(std::shared_ptr<torch::optim::Optimizer> optimizer);
+  AcceleratedScheduler prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler> scheduler);
+  // Shards `loader` for this process. Its batches go to DataLoaderOptions::device (set it
+  // to device() for an accelerator; batches stay on the CPU otherwise).
+  DataLoader prepare_data_loader(DataLoader loader) const;
+
+  // ---------------------------------------------------------------- precision
+  // Autocast for this run's mixed precision until the guard dies (a no-op guard with
+  // mixed precision "no"). Hold it around forward and the loss, not backward.
+  std::unique_ptr<amp::AutocastGuard> autocast() const;
+  // `forward` run under autocast with outputs cast back to fp32 (Accelerate's prepared
+  // forward); see amp::autocast_forward.
+  template <class Forward>
+  auto autocast_forward(Forward forward) const {
+    return amp::autocast_forward(device().type(), amp::to_scalar_type(mixed_precision()),
+                                 std::move(forward), mixed_precision() != MixedPrecision::kNo);
+  }
+  // The loss scaler (fp16 only; nullptr otherwise).
+  amp::GradScaler* scaler() const;
+
+  // ---------------------------------------------------------------- training step
+  // loss / gradient_accumulation_steps (scaled by the loss scaler with fp16), then
+  // backward; on sync steps the prepared models' gradients come out averaged over ranks.
+  void backward(const at::Tensor& loss);
+  // Accelerate's accumulate(model): counts a step; gradients sync every
+  // gradient_accumulation_steps steps (and at the end of `loader`'s pass when given).
+  template <class Model>
+  AccumulateScope accumulate(const Model& model);
+  template <class Model>
+  AccumulateScope accumulate(const Model& model, const DataLoader& loader);
+  // No gradient sync for `model` while the guard lives (gradients accumulate locally).
+  template <class Model>
+  NoSyncGuard no_sync(const Model& model) const;
+  // Whether this step synchronises gradients (and prepared optimizers step).
+  bool sync_gradients() const;
+  // Clips the gradients' total norm to max_norm (unscaling first with fp16); returns the
+  // norm before clipping. Call on sync steps: then every rank holds the same gradients and
+  // gets the same result. norm_type: p >= 1, or infinity.
+  double clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
+                         double norm_type = 2.0);
+  // Clamps each gradient element to [-clip_value, clip_value] (unscaling first with fp16).
+  void clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value);
+  // With fp16: divides the prepared optimizers' gradients by the loss scale now (once per
+  // step; clip_grad_* call it). Otherwise a no-op.
+  void unscale_gradients();
+  // Whether the latest sync step's optimizer step was skipped (fp16 overflow).
+  bool optimizer_step_was_skipped() const;
+  // The reducer of a prepared model; nullptr with one process or an unprepared model.
+  template <class Model>
+  Reducer* reducer(const Model& model) const {
+    return reducer_of(module_of(model));
+  }
+
+  // ---------------------------------------------------------------- collectives
+  // All ranks' tensors concatenated along dim 0, in rank order (0-dim tensors count as
+  // one element). Sizes along dim 0 may differ; the other dimensions must agree.
+  at::Tensor gather(const at::Tensor& tensor) const;
+  // gather(), then drops the samples even_batches duplicated when `loader`'s batch just
+  // yielded is its last: the result covers each sample of the dataset exactly once.
+  at::Tensor gather_for_metrics(const at::Tensor& tensor, const DataLoader& loader) const;
+  // A new tensor: op over all ranks (kAvg = mean).
+  at::Tensor reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::kSum) const;
+  // A new tensor: `from_process`'s tensor (shapes must agree).
+  at::Tensor broadcast(const at::Tensor& tensor, int from_process = 0) const;
+  // Pads `dim` to the largest size over the ranks with pad_value (at the end, or at the
+  // start with pad_first), so the tensors can be gathered.
+  at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim = 0, double pad_value = 0,
+                                  bool pad_first = false) const;
+  // Barrier over all processes.
+  void wait_for_everyone() const;
+
+  // ---------------------------------------------------------------- utilities
+  // Prints the arguments separated by spaces and a newline, on the main process only.
+  template <class... Args>
+  void print(const Args&... args) const;
+  // The main (or each machine's local main) process runs the scope first; the others
+  // enter it when it has left. RAII:  { auto first = accelerator.main_process_first(); ... }
+  [[nodiscard]] MainProcessFirst main_process_first() const;
+  [[nodiscard]] MainProcessFirst local_main_process_first() const;
+  template <class F>
+  decltype(auto) main_process_first(F&& function) const {
+    MainProcessFirst scope = main_process_first();
+    return std::forward<F>(function)();
+  }
+  // This process's contiguous share of `items` (the first len % N processes get one more);
+  // with apply_padding, shorter shares repeat their last item so all have equal length.
+  template <class T>
+  std::vector<T> split_between_processes(const std::vector<T>& items,
+                                         bool apply_padding = false) const;
+  at::Tensor split_between_processes(const at::Tensor& tensor, bool apply_padding = false) const;
+  // Seeds LibTorch's generators (CPU and the built-in device types), std::rand and the
+  // plugin's device; device_specific adds process_index() to the seed.
+  void set_seed(std::uint64_t seed, bool device_specific = false) const;
+  // A logger with this process's rank in its prefix (accel/logging.hpp).
+  Logger get_logger(std::string name, LoggerOptions options = {}) const;
+  // Trackers on the main process (accel/tracking.hpp); log() is a no-op elsewhere.
+  void init_trackers(const std::string& project_name, const nlohmann::json& config = {},
+                     TrackerOptions options = {});
+  void log(const nlohmann::json& values, std::optional<std::int64_t> step = std::nullopt);
+  Trackers& trackers();
+  // Closes the trackers and waits for every process.
+  void end_training();
+
+ private:
+  template <class T>
+  auto prepare_one(T&& object);
+  template <class Model>
+  static const torch::nn::Module* module_of(const Model& model);
+  Reducer* reducer_of(const torch::nn::Module* module) const;
+  bool count_accumulation_step(bool end_of_dataloader);
+  std::pair<std::size_t, std::size_t> share(std::size_t length) const;  // start, count
+
+  std::shared_ptr<AcceleratorState> state_;
+};
+
+// ====================================================================== templates
+
+template <class T>
+auto Accelerator::prepare_one(T&& object) {
+  using U = std::decay_t<T>;
+  if constexpr (std::is_same_v<U, DataLoader>) {
+    return prepare_data_loader(std::forward<T>(object));
+  } else if constexpr (detail::is_shared_ptr<U>::value) {
+    using E = typename U::element_type;
+    if constexpr (std::is_base_of_v<torch::nn::Module, E>) {
+      prepare_model(object);
+      return U(object);
+    } else if constexpr (std::is_base_of_v<torch::optim::Optimizer, E>) {
+      return prepare_optimizer(object);
+    } else if constexpr (std::is_base_of_v<torch::optim::LRScheduler, E>) {
+      return prepare_scheduler(object);
+    } else {
+      static_assert(detail::dependent_false<U>,
+                    "prepare: pass a model, optimizer, scheduler or accel::DataLoader");
+    }
+  } else if constexpr (detail::has_ptr<U>::value) {  // a ModuleHolder
+    prepare_model(object.ptr());
+    return U(object);
+  } else if constexpr (std::is_base_of_v<torch::optim::Optimizer, U>) {
+    // Not owned: an aliasing shared_ptr with no owner.
+    return prepare_optimizer(std::shared_ptr<torch::optim::Optimizer>(
+        std::shared_ptr<void>(), static_cast<torch::optim::Optimizer*>(&object)));
+  } else if constexpr (std::is_base_of_v<torch::optim::LRScheduler, U>) {
+    return prepare_scheduler(std::shared_ptr<torch::optim::LRScheduler>(
+        std::shared_ptr<void>(), static_cast<torch::optim::LRScheduler*>(&object)));
+  } else {
+    static_assert(detail::dependent_false<U>,
+                  "prepare: pass a model, optimizer, scheduler or accel::DataLoader");
+  }
+}
+
+template <class... Ts>
+auto Accelerator::prepare(Ts&&... objects) {
+  static_assert(sizeof...(Ts) > 0, "prepare: pass at least one object");
+  if constexpr (sizeof...(Ts) == 1) {
+    return prepare_one(std::forward<Ts>(objects)...);
+  } else {
+    // Braced initialisation runs left to right: objects are prepared in argument order.
+    return std::tuple<decltype(prepare_one(std::forward<Ts>(objects)))...>{
+        prepare_one(std::forward<Ts>(objects))...};
+  }
+}
+
+template <class Model>
+const torch::nn::Module* Accelerator::module_of(const Model& model) {
+  if constexpr (detail::is_shared_ptr<Model>::value) {
+    return model.get();
+  } else if constexpr (detail::has_ptr<Model>::value) {
+    return model.ptr().get();
+  } else {
+    return &model;  // a module itself
+  }
+}
+
+template <class Model>
+AccumulateScope Accelerator::accumulate(const Model& model) {
+  const bool sync = count_accumulation_step(false);
+  return AccumulateScope(sync, sync ? NoSyncGuard() : no_sync(model));
+}
+
+template <class Model>
+AccumulateScope Accelerator::accumulate(const Model& model, const DataLoader& loader) {
+  const bool sync = count_accumulation_step(loader.end_of_dataloader());
+  return AccumulateScope(sync, sync ? NoSyncGuard() : no_sync(model));
+}
+
+template <class Model>
+NoSyncGuard Accelerator::no_sync(const Model& model) const {
+  return NoSyncGuard(reducer_of(module_of(model)));
+}
+
+template <class... Args>
+void Accelerator::print(const Args&... args) const {
+  if (!is_main_process()) return;
+  std::ostringstream out;
+  bool first = true;
+  ((out << (first ? "" : " ") << args, first = false), ...);
+  out << '\n';
+  std::cout << out.str() << std::flush;
+}
+
+template <class T>
+std::vector<T> Accelerator::split_between_processes(const std::vector<T>& items,
+                                                    bool apply_padding) const {
+  const auto [start, count] = share(items.size());
+  std::vector<T> mine(items.begin() + static_cast<std::ptrdiff_t>(start),
+                      items.begin() + static_cast<std::ptrdiff_t>(start + count));
+  const auto processes = static_cast<std::size_t>(num_processes());
+  const std::size_t longest = (items.size() + processes - 1) / processes;
+  if (apply_padding && !items.empty()) {
+    const T last = mine.empty() ? items.back() : mine.back();
+    while (mine.size() < longest) mine.push_back(last);
+  }
+  return mine;
+}
+
+}  // namespace accel

@@ -1,0 +1,46 @@
+// The Accelerator's state, shared with the optimizers and schedulers it prepared (so
+// they keep the communicator and the loss scaler alive).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "accel/accelerator.hpp"
+
+namespace accel {
+
+struct AcceleratorState {
+  // Declaration order is destruction order reversed: reducers (which hold hooks and
+  // use the communicator) go before the context that owns the communicator.
+  std::shared_ptr<DistributedContext> context;
+  AcceleratorOptions options;
+  MixedPrecision mixed_precision = MixedPrecision::kNo;
+  int accumulation_steps = 1;
+  c10::Device device{c10::DeviceType::CPU};
+
+  // Gradient state (Accelerate's GradientState).
+  bool sync_gradients = true;
+  std::int64_t accumulation_step = 0;
+  bool step_skipped = false;
+
+  std::unique_ptr<amp::GradScaler> scaler;  // fp16 only
+  // Optimizers whose gradients were unscaled since their last step (fp16).
+  std::vector<const torch::optim::Optimizer*> unscaled;
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+
+  struct Model {
+    std::shared_ptr<torch::nn::Module> module;
+    std::unique_ptr<Reducer> reducer;  // null with one process
+    std::vector<at::Tensor> buffers;   // broadcast from rank 0 (broadcast_buffers)
+  };
+  std::vector<Model> models;
+
+  Trackers trackers;
+
+  int world() const { return context->world_size(); }
+  Communicator* comm() const { return context->communicator(); }
+  // Broadcasts rank 0's values of `tensors` into every rank's (in place), all at once.
+  void broadcast_from_main(const std::vector<at::Tensor>& tensors) const;
+};
+
+}  // namespace accel
