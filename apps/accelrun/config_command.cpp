@@ -327,7 +327,7 @@ void ask_precision(Questionnaire& q, RunConfig& config, const accel::Plugin& plu
       listing += std::string("  ") + choice + "  not supported: " + declined[choice] + "\n";
       continue;
     }
-    offered.push_back(choice);
+    offered.emplace_back(choice);
     listing += std::string("  ") + choice + "  supported" +
                (support.grad_scaling_supported
                     ? ""
