@@ -108,6 +108,7 @@ int run_library(const std::filesystem::path& path, const std::string& symbol,
   storage.push_back(path.string());
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(storage.size() + 1);
   for (auto& arg : storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
   using Main = int (*)(int, char**);
