@@ -66,8 +66,9 @@ static void apply(ResolvedConfig& resolved, const Setting& setting) {
   for (const auto& [key, text] : std::get<config::StringTable>(setting.value)) {
     resolved.config.backend_options[key] = text;
     auto at = setting.entry_origins.find(key);
-    resolved.origins[name + "." + key] =
-        at == setting.entry_origins.end() ? setting.origin : at->second;
+    std::string entry = name;
+    entry.append(".").append(key);
+    resolved.origins[entry] = at == setting.entry_origins.end() ? setting.origin : at->second;
   }
 }
 
