@@ -1,5 +1,5 @@
 // nlp_example: a small transformer encoder on the synthetic text task of
-// accel/datasets.hpp (label 1 when marker A is directly followed by marker B), one process.
+// accel/datasets.hpp (label 1 when marker A occurs more often than marker B), one process.
 // Embeddings, sinusoidal positions, attention and layer norm: what DDP and autocast must
 // handle in a real NLP model. Run it with
 //   run_example lib/nlp_example.so --epochs 3

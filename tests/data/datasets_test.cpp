@@ -159,24 +159,27 @@ TEST(SyntheticText, DeterministicBalancedAndLabelledByTheRule) {
   const auto data = a.data.contiguous();
   const std::int64_t* tokens = data.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < 2000; ++i) {
-    bool pair = false;
-    for (std::int64_t t = 0; t + 1 < 32; ++t) {
-      pair |= tokens[i * 32 + t] == ds::kMarkerA && tokens[i * 32 + t + 1] == ds::kMarkerB;
-    }
+    int count_a = 0, count_b = 0;
     for (std::int64_t t = 0; t < 32; ++t) {
-      ASSERT_GE(tokens[i * 32 + t], 1);
-      ASSERT_LT(tokens[i * 32 + t], options.vocab_size);
+      const std::int64_t token = tokens[i * 32 + t];
+      ASSERT_GE(token, 1);
+      ASSERT_LT(token, options.vocab_size);
+      count_a += token == ds::kMarkerA;
+      count_b += token == ds::kMarkerB;
     }
-    ASSERT_EQ(pair, a.targets[i].item<std::int64_t>() == 1) << "sample " << i;
+    ASSERT_NE(count_a, count_b) << "sample " << i;
+    ASSERT_LE(count_a, 3);
+    ASSERT_LE(count_b, 3);
+    ASSERT_EQ(count_a > count_b, a.targets[i].item<std::int64_t>() == 1) << "sample " << i;
   }
 }
 
 TEST(SyntheticText, ShortSequencesAndBadOptions) {
   ds::SyntheticTextOptions options;
-  options.seq_len = 2;
+  options.seq_len = ds::kSyntheticTextMinLength;  // 5 markers at most: always room
   options.num_samples = 300;
-  EXPECT_EQ(ds::synthetic_text_classification(options).data.size(1), 2);
-  options.seq_len = 1;
+  EXPECT_EQ(ds::synthetic_text_classification(options).data.size(1), 6);
+  options.seq_len = ds::kSyntheticTextMinLength - 1;
   EXPECT_THROW(ds::synthetic_text_classification(options), std::invalid_argument);
   options.seq_len = 8;
   options.vocab_size = 3;

@@ -70,7 +70,10 @@ TensorDataset load_fashion_mnist(Split split, const std::filesystem::path& root)
 }
 
 TensorDataset synthetic_text_classification(const SyntheticTextOptions& o) {
-  if (o.seq_len < 2) throw std::invalid_argument("synthetic text: seq_len must be at least 2");
+  if (o.seq_len < kSyntheticTextMinLength) {
+    throw std::invalid_argument("synthetic text: seq_len must be at least " +
+                                std::to_string(kSyntheticTextMinLength));
+  }
   if (o.vocab_size <= kFirstWordToken) {
     throw std::invalid_argument("synthetic text: vocab_size must be more than " +
                                 std::to_string(kFirstWordToken));
@@ -79,30 +82,22 @@ TensorDataset synthetic_text_classification(const SyntheticTextOptions& o) {
   const auto words = static_cast<std::uint64_t>(o.vocab_size - kFirstWordToken);
   detail::SplitMix64 rng{o.seed ^ 0x5EED0F7E47ULL};
   std::vector<std::int64_t> tokens(n * len), labels(n);
+  std::vector<std::size_t> positions(len);
   for (std::size_t i = 0; i < n; ++i) {
     std::int64_t* row = tokens.data() + i * len;
     for (std::size_t t = 0; t < len; ++t) {
       row[t] = kFirstWordToken + static_cast<std::int64_t>(rng.below(words));
     }
-    labels[i] = static_cast<std::int64_t>(rng.below(2));
-    const std::size_t p = rng.below(len - 1);  // a pair at p, p+1
-    if (labels[i] == 1) {
-      row[p] = kMarkerA, row[p + 1] = kMarkerB;
-      continue;
-    }
-    switch (rng.below(3)) {
-      case 0:  // no markers
-        break;
-      case 1: {  // both markers, never A directly before B
-        std::size_t a = rng.below(len);
-        if (len == 2) a = 1;  // the only place for A when B must not follow it
-        std::size_t b = rng.below(len);
-        while (b == a || b == a + 1) b = rng.below(len);
-        row[a] = kMarkerA, row[b] = kMarkerB;
-        break;
-      }
-      default:  // the reversed pair
-        row[p] = kMarkerB, row[p + 1] = kMarkerA;
+    // Marker counts 0..3 each, never equal, so the label is never a tie; by symmetry
+    // half the samples are positive.
+    std::size_t count_a = 0, count_b = 0;
+    while (count_a == count_b) count_a = rng.below(4), count_b = rng.below(4);
+    labels[i] = count_a > count_b ? 1 : 0;
+    // Distinct random positions: the first count_a + count_b of a partial shuffle.
+    for (std::size_t t = 0; t < len; ++t) positions[t] = t;
+    for (std::size_t m = 0; m < count_a + count_b; ++m) {
+      std::swap(positions[m], positions[m + rng.below(len - m)]);
+      row[positions[m]] = m < count_a ? kMarkerA : kMarkerB;
     }
   }
   TensorDataset dataset;
