@@ -6,6 +6,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "accel/amp_check.hpp"
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/rendezvous.hpp"
@@ -189,6 +190,9 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
                              " would run duplicate jobs: use --num_processes 1");
   }
   check_devices(*plugin, config);
+  // An unsupported mixed precision stops the run here, before any worker starts.
+  for (int device : config.gpu_ids.empty() ? std::vector<int>{0} : config.gpu_ids)
+    amp::check_supported(*plugin, device, config.mixed_precision);
   return {plugin, origin};
 }
 
