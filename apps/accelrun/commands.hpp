@@ -15,5 +15,11 @@ int env_command(const Args& args);      // accelrun env
 int launch_command(const Args& args);   // accelrun [launch] [flags] PROGRAM [--] [ARGS]
 int worker_command(const Args& args);   // accelrun __worker SYMBOL PROGRAM (internal)
 int config_command(const Args& args);   // accelrun config [default|show]
+int test_command(const Args& args);     // accelrun test [launch flags]: the sanity check
+
+// Launches `program` with the launch flags `flags` (a program among them is a usage
+// error naming `command`); returns the launcher's exit code.
+int launch_program(const char* command, const Args& flags, const std::string& program,
+                   const Args& program_args);
 
 }  // namespace accelrun

@@ -155,11 +155,12 @@ std::filesystem::path self_executable() {
 
 }  // namespace
 
-int launch_command(const Args& args) {
+namespace {
+
+int run_split(const Split& split, const char* command) {
   Flags f;
   const po::options_description options = launch_options(f);
-  const Split split = split_args(args, options);
-  const po::variables_map vm = parse("launch", split.flags, options);
+  const po::variables_map vm = parse(command, split.flags, options);
   if (vm.count("help")) {
     std::cout << kLaunchHelp << options;
     return kExitOk;
@@ -184,6 +185,27 @@ int launch_command(const Args& args) {
   request.rendezvous_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(f.rdzv_timeout * 1000));
   return accel::launcher::run_launch(request);
+}
+
+}  // namespace
+
+int launch_command(const Args& args) {
+  Flags f;
+  return run_split(split_args(args, launch_options(f)), "launch");
+}
+
+int launch_program(const char* command, const Args& flags, const std::string& program,
+                   const Args& program_args) {
+  Flags f;
+  Split split = split_args(flags, launch_options(f));
+  if (split.program) {
+    throw UsageError(std::string("`accelrun ") + command + "` runs its own program, not '" +
+                         *split.program + "'",
+                     "pass only launch flags, e.g. --cpu --num_processes 2");
+  }
+  split.program = program;
+  split.program_args = program_args;
+  return run_split(split, command);
 }
 
 int worker_command(const Args& args) { return accel::launcher::run_worker_mode(args); }

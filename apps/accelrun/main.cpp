@@ -32,6 +32,8 @@ constexpr Command kCommands[] = {
      env_command},
     {"config", "write the config by questions (`config default`: none); `config show`",
      config_command},
+    {"test", "check the backend end to end: rendezvous, every collective, a few training steps",
+     test_command},
 };
 
 void print_help() {

@@ -453,6 +453,79 @@ TEST(Launch, SlurmTasksEachRunOneWorker) {
   EXPECT_NE(second.text().find("[rank 1] store ok"), std::string::npos) << second.text();
 }
 
+// ------------------------------------------------------------ accelrun test
+
+std::string last_line(const std::string& text) {
+  const size_t end = text.find_last_not_of('\n');
+  if (end == std::string::npos) return {};
+  const size_t start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+TEST(AccelrunTest, TwoProcessesSucceed) {
+  Launcher l = run({"test", "--cpu", "--num_processes", "2", "--main_process_port", "0"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_EQ(last_line(out), "Test is a success") << out;
+  EXPECT_NE(out.find("collectives ok"), std::string::npos) << out;
+  EXPECT_NE(out.find("training ok"), std::string::npos) << out;
+}
+
+TEST(AccelrunTest, OneProcessSucceeds) {
+  Launcher l = run({"test", "--cpu", "--num_processes", "1"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_EQ(last_line(out), "Test is a success") << out;
+  EXPECT_NE(out.find("training ok"), std::string::npos) << out;
+}
+
+// The fault-injecting build of the same program: rank 1's all_reduce result is corrupted.
+TEST(AccelrunTest, CorruptedRankIsTheReason) {
+  Launcher l = run({"test", "--test_program", SANITY_FAULTY_PROGRAM, "--cpu", "--num_processes",
+                    "2", "--main_process_port", "0", "--grace_period", "2"},
+                   {"ACCEL_SANITY_CORRUPT=1:all_reduce(sum, Float)"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 1) << out;
+  EXPECT_EQ(last_line(out),
+            "Test failed: rank 1: all_reduce(sum, Float): element 0 expected 3, got 103")
+      << out;
+}
+
+TEST(AccelrunTest, CorruptedTrainingIsTheReason) {
+  Launcher l =
+      run({"test", "--test_program", SANITY_FAULTY_PROGRAM, "--cpu", "--num_processes", "1"},
+          {"ACCEL_SANITY_CORRUPT=0:training"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 1) << out;
+  EXPECT_EQ(last_line(out).rfind("Test failed: rank 0: training: parameter 0 after 3 steps: "
+                                 "element 0 expected ",
+                                 0),
+            0u)
+      << out;
+}
+
+TEST(AccelrunTest, TheInstalledProgramIgnoresTheFaultVariable) {
+  Launcher l = run({"test", "--cpu", "--num_processes", "1"}, {"ACCEL_SANITY_CORRUPT=0:training"});
+  EXPECT_EQ(l.exit_code, 0) << l.text();
+  EXPECT_EQ(last_line(l.text()), "Test is a success") << l.text();
+}
+
+TEST(AccelrunTest, AProgramArgumentIsAUsageError) {
+  Launcher l = run({"test", "--cpu", kLib});
+  EXPECT_EQ(l.exit_code, 2) << l.text();
+  EXPECT_NE(l.text().find("`accelrun test` runs its own program"), std::string::npos) << l.text();
+}
+
+// accelrun's other commands must not load LibTorch (the rendezvous library is dlopened
+// only by a launch): the dynamic loader's own log of the files it opens says so.
+TEST(AccelrunTest, PluginsCommandDoesNotLoadLibTorch) {
+  Launcher l = run({"plugins"}, {"LD_DEBUG=files"});
+  EXPECT_EQ(l.exit_code, 0) << l.text();
+  EXPECT_NE(l.text().find("libaccel_core"), std::string::npos) << l.text();
+  EXPECT_EQ(l.text().find("libtorch"), std::string::npos) << l.text();
+}
+
 // ------------------------------------------------------------ accel::launch
 
 accel::LaunchOptions cpu_options(int processes) {

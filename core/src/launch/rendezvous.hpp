@@ -1,6 +1,7 @@
 // The launcher's side of the rendezvous: hosting (machine rank 0) or joining the
-// c10d::TCPStore the workers meet at, and the multi-node agreement check. The only
-// launch file that touches LibTorch; this header keeps it out of its includers.
+// c10d::TCPStore the workers meet at, and the multi-node agreement check. The store
+// itself comes from libaccel_rendezvous.so, loaded on first use (rendezvous_store.hpp),
+// so nothing here needs LibTorch.
 #pragma once
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "launch/plan.hpp"
+#include "launch/rendezvous_store.hpp"
 
 namespace accel::launcher {
 
@@ -17,7 +19,7 @@ class Rendezvous {
   // free port (read it back with port()). `addr` is where this process's own client
   // connects. LibTorch 1.13's server listens on every interface whatever addr is.
   // Throws std::runtime_error; a port in use is one line suggesting
-  // --main_process_port 0.
+  // --main_process_port 0; a missing libaccel_rendezvous.so names its path.
   static std::unique_ptr<Rendezvous> host(const std::string& addr, int port,
                                           std::chrono::milliseconds timeout);
   // Connects to the store at addr:port, retrying until `timeout`.
@@ -36,9 +38,11 @@ class Rendezvous {
   void agree(const LaunchPlan& plan);
 
  private:
-  struct Impl;
-  explicit Rendezvous(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  Rendezvous(std::unique_ptr<RendezvousStore> store, std::string where,
+             std::chrono::milliseconds timeout);
+  std::unique_ptr<RendezvousStore> store_;
+  std::string where_;  // "addr:port", for messages
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace accel::launcher
