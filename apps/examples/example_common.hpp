@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
@@ -71,6 +72,14 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
 
 // FNV-1a over every parameter's bytes in registration order: equal hashes mean equal
 // models, so runs can be compared for reproducibility at a glance.
+// printf-style formatting into a std::string, for one-line progress reports.
+template <class... Args>
+std::string format(const char* pattern, Args... args) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer, pattern, args...);
+  return buffer;
+}
+
 inline std::string parameter_hash(const torch::nn::Module& module) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const auto& p : module.parameters()) {
