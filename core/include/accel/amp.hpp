@@ -174,7 +174,7 @@ struct GradScalerState {
 // (nullptr: a single process).
 class GradScaler {
  public:
-  explicit GradScaler(GradScalerOptions options = {}, Communicator* communicator = nullptr);
+  explicit GradScaler(const GradScalerOptions& options = {}, Communicator* communicator = nullptr);
 
   // loss * scale (the loss itself when disabled).
   at::Tensor scale(const at::Tensor& loss) const;

@@ -89,7 +89,7 @@ double read_number(const std::map<std::string, at::Tensor>& state, const std::st
 
 }  // namespace
 
-GradScaler::GradScaler(GradScalerOptions options, Communicator* communicator)
+GradScaler::GradScaler(const GradScalerOptions& options, Communicator* communicator)
     : options_(options), communicator_(communicator) {
   check_options(options_);
   state_.scale = options_.init_scale;

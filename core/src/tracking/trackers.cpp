@@ -60,7 +60,9 @@ std::string csv_cell(const nlohmann::json& value) {
 // ---------------------------------------------------------------- JsonlTracker
 
 JsonlTracker::JsonlTracker(fs::path dir, std::string suffix)
-    : dir_(std::move(dir)), path_(dir_ / ("metrics" + suffix + ".jsonl")), suffix_(suffix) {
+    : dir_(std::move(dir)),
+      path_(dir_ / ("metrics" + suffix + ".jsonl")),
+      suffix_(std::move(suffix)) {
   out_ = open_for(path_, std::ios::trunc);
 }
 
@@ -83,7 +85,9 @@ void JsonlTracker::finish() { out_.close(); }
 // ------------------------------------------------------------------ CsvTracker
 
 CsvTracker::CsvTracker(fs::path dir, std::string suffix)
-    : dir_(std::move(dir)), path_(dir_ / ("metrics" + suffix + ".csv")), suffix_(suffix) {
+    : dir_(std::move(dir)),
+      path_(dir_ / ("metrics" + suffix + ".csv")),
+      suffix_(std::move(suffix)) {
   columns_.push_back("step");
   rewrite();
 }
