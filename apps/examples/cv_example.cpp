@@ -8,6 +8,7 @@
 #include "accel/accelerator.hpp"
 #include "accel/data.hpp"
 #include "accel/datasets.hpp"
+#include "accel/progress.hpp"
 #include "example_common.hpp"
 
 namespace {
@@ -88,6 +89,8 @@ int run(int argc, char** argv) {
     examples::Timer timer;
     double loss_sum = 0;
     std::int64_t steps = 0, samples = 0;
+    accel::ProgressBar bar(examples::batches_per_epoch(train_loader, flags),
+                           examples::progress_options(accelerator, epoch));
     for (accel::Batch& batch : train_loader) {
       if (flags.limit_train_batches > 0 && steps == flags.limit_train_batches) break;
       at::Tensor loss = [&] {
@@ -100,7 +103,10 @@ int run(int argc, char** argv) {
       loss_sum += loss.item<double>();
       ++steps;
       samples += batch.target.size(0);
+      bar.set_postfix(examples::format("loss=%.4f", loss_sum / double(steps)));
+      bar.update();
     }
+    bar.close();  // before evaluation: the epoch's line follows the bar
     const double seconds = timer.seconds();
     const double accuracy = evaluate(accelerator, model, test_loader);
     accelerator.print(

@@ -1,9 +1,10 @@
-// What both examples share: flags, a parameter hash, a timer. Header-only so each example
-// stays one translation unit (one <torch/torch.h> compile each).
+// What both examples share: flags, a parameter hash, a timer, the progress bar. Header-only so each
+// example stays one translation unit (one <torch/torch.h> compile each).
 #pragma once
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include "accel/accelerator.hpp"
+#include "accel/data.hpp"
+#include "accel/progress.hpp"
 
 namespace examples {
 
@@ -70,8 +75,6 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
   return f;
 }
 
-// FNV-1a over every parameter's bytes in registration order: equal hashes mean equal
-// models, so runs can be compared for reproducibility at a glance.
 // printf-style formatting into a std::string, for one-line progress reports.
 template <class... Args>
 std::string format(const char* pattern, Args... args) {
@@ -80,6 +83,8 @@ std::string format(const char* pattern, Args... args) {
   return buffer;
 }
 
+// FNV-1a over every parameter's bytes in registration order: equal hashes mean equal
+// models, so runs can be compared for reproducibility at a glance.
 inline std::string parameter_hash(const torch::nn::Module& module) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const auto& p : module.parameters()) {
@@ -90,6 +95,23 @@ inline std::string parameter_hash(const torch::nn::Module& module) {
   std::ostringstream out;
   out << std::hex << std::setw(16) << std::setfill('0') << h;
   return out.str();
+}
+
+// The training loop's progress bar for one epoch: on the local main process only (as
+// Accelerate's examples use tqdm with disable=not is_local_main_process).
+inline accel::ProgressBarOptions progress_options(const accel::Accelerator& accelerator,
+                                                  int epoch) {
+  accel::ProgressBarOptions options;
+  options.description = "epoch " + std::to_string(epoch);
+  options.enabled = accelerator.is_local_main_process();
+  return options;
+}
+
+// Batches the epoch's loop will run: the loader's, or fewer with --limit_train_batches.
+inline std::size_t batches_per_epoch(const accel::DataLoader& loader, const Flags& flags) {
+  const std::size_t all = loader.size();
+  if (flags.limit_train_batches <= 0) return all;
+  return std::min(all, static_cast<std::size_t>(flags.limit_train_batches));
 }
 
 class Timer {
