@@ -1,12 +1,14 @@
 // all_reduce bus bandwidth: the CPU plugin through accel::Communicator versus LibTorch's
 // own c10d::ProcessGroupGloo, same machine, same process structure, one run.
 //
-//   accel_allreduce_bench [--quick] [--json FILE] [--plugin PATH]
+//   accel_allreduce_bench [--quick] [--sizes B,B,...] [--repeats R] [--json FILE]
+//                         [--plugin PATH]
 //
 // The host hosts a c10d TCPStore on 127.0.0.1 (port 0) and starts 2 ranks of itself
 // (--worker). Each rank measures, for each size, both implementations alternately on
 // the same f32 tensor (in place, sum), after warm-up, with a barrier before each timed
-// block. Rank 0 prints "RESULT size accel_s gloo_s"; the host prints a Markdown table
+// block; R rounds of the two blocks (ABBA order), and the median of each side.
+// Rank 0 prints "RESULT size accel_s gloo_s"; the host prints a Markdown table
 // (bus bandwidth = bytes * 2(n-1)/n / time, as nccl-tests define it) and writes JSON.
 #include <ATen/Functions.h>
 #include <signal.h>
@@ -14,12 +16,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -37,7 +41,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kWorld = 2;
 
-std::vector<size_t> sizes(bool quick) {
+// What the host passes to its workers.
+struct Settings {
+  bool quick = false;
+  std::vector<size_t> sizes;  // empty: the default list for quick or full
+  int repeats = 1;
+};
+
+std::vector<size_t> sizes(const Settings& settings) {
+  if (!settings.sizes.empty()) return settings.sizes;
+  const bool quick = settings.quick;
   std::vector<size_t> bytes;
   for (size_t b = 1024; b <= (quick ? (size_t{16} << 20) : (size_t{256} << 20)); b *= 4) {
     bytes.push_back(b);
@@ -51,6 +64,26 @@ int iterations(size_t bytes) {
   return n < 3 ? 3 : (n > 200 ? 200 : static_cast<int>(n));
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// "4096,1048576" -> sizes in bytes (multiples of 4: f32 elements); empty on bad input.
+std::vector<size_t> parse_sizes(const std::string& text) {
+  std::vector<size_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 4 || v % 4 != 0) return {};
+    out.push_back(static_cast<size_t>(v));
+  }
+  return out;
+}
+
 template <class Fn>
 double seconds_per_call(Fn&& all_reduce, int iters) {
   for (int i = 0; i < 2; ++i) all_reduce();  // warm-up
@@ -59,7 +92,7 @@ double seconds_per_call(Fn&& all_reduce, int iters) {
   return std::chrono::duration<double>(Clock::now() - start).count() / iters;
 }
 
-int run_worker(int rank, int port, bool quick, const std::string& plugin_path) {
+int run_worker(int rank, int port, const Settings& settings, const std::string& plugin_path) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
   options.isServer = false;
@@ -82,15 +115,29 @@ int run_worker(int rank, int port, bool quick, const std::string& plugin_path) {
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bench/gloo/", gloo_store);
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, kWorld, gloo_options);
 
-  for (size_t bytes : sizes(quick)) {
+  for (size_t bytes : sizes(settings)) {
     at::Tensor t = at::ones({static_cast<int64_t>(bytes / 4)}, at::kFloat);
     std::vector<at::Tensor> ts{t};
     const int iters = iterations(bytes);
-    accel_comm.barrier().wait();
-    const double a = seconds_per_call([&] { accel_comm.all_reduce(t).wait(); }, iters);
-    gloo->barrier()->wait();
-    const double g = seconds_per_call([&] { gloo->allreduce(ts)->wait(); }, iters);
-    if (rank == 0) std::printf("RESULT %zu %.9f %.9f\n", bytes, a, g);
+    std::vector<double> a, g;
+    const auto accel_block = [&] {
+      accel_comm.barrier().wait();
+      a.push_back(seconds_per_call([&] { accel_comm.all_reduce(t).wait(); }, iters));
+    };
+    const auto gloo_block = [&] {
+      gloo->barrier()->wait();
+      g.push_back(seconds_per_call([&] { gloo->allreduce(ts)->wait(); }, iters));
+    };
+    for (int r = 0; r < settings.repeats; ++r) {
+      if (r % 2 == 0) {
+        accel_block();
+        gloo_block();
+      } else {
+        gloo_block();
+        accel_block();
+      }
+    }
+    if (rank == 0) std::printf("RESULT %zu %.9f %.9f\n", bytes, median(a), median(g));
     std::fflush(stdout);
   }
   return 0;
@@ -104,14 +151,31 @@ std::string human(size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  Settings settings;
+  std::string size_list;
   std::string json_path = "allreduce_bench.json";
   std::string plugin = ACCEL_CPU_PLUGIN_PATH;
   int worker_rank = -1, port = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
-      quick = true;
+      settings.quick = true;
+    } else if (arg == "--sizes" && i + 1 < argc) {
+      size_list = argv[++i];
+      settings.sizes = parse_sizes(size_list);
+      if (settings.sizes.empty()) {
+        std::fprintf(stderr,
+                     "accel_allreduce_bench: --sizes '%s': give byte counts, multiples of 4, "
+                     "separated by commas (e.g. 4096,1048576)\n",
+                     size_list.c_str());
+        return 2;
+      }
+    } else if (arg == "--repeats" && i + 1 < argc) {
+      settings.repeats = std::atoi(argv[++i]);
+      if (settings.repeats < 1) {
+        std::fprintf(stderr, "accel_allreduce_bench: --repeats must be a positive integer\n");
+        return 2;
+      }
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (arg == "--plugin" && i + 1 < argc) {
@@ -121,12 +185,13 @@ int main(int argc, char** argv) {
       port = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: accel_allreduce_bench [--quick] [--json FILE] [--plugin PATH]\n");
+                   "usage: accel_allreduce_bench [--quick] [--sizes B,B,...] [--repeats R] "
+                   "[--json FILE] [--plugin PATH]\n");
       return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);
-  if (worker_rank >= 0) return run_worker(worker_rank, port, quick, plugin);
+  if (worker_rank >= 0) return run_worker(worker_rank, port, settings, plugin);
 
   c10d::TCPStoreOptions options;
   options.port = 0;
@@ -141,7 +206,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> text = {"/proc/self/exe",     "--worker",
                                      std::to_string(rank), std::to_string(server.getPort()),
                                      "--plugin",           plugin};
-    if (quick) text.push_back("--quick");
+    if (settings.quick) text.push_back("--quick");
+    if (!size_list.empty()) text.insert(text.end(), {"--sizes", size_list});
+    text.insert(text.end(), {"--repeats", std::to_string(settings.repeats)});
     std::vector<char*> args;
     for (auto& s : text) args.push_back(s.data());
     args.push_back(nullptr);
