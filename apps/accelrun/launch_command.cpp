@@ -36,7 +36,7 @@ const char* const kLaunchHelp =
 struct Flags {
   std::string config_file, backend, num_processes, num_machines, machine_rank, main_process_ip,
       main_process_port, gpu_ids, mixed_precision, max_restarts, monitor_interval,
-      main_training_function;
+      main_training_function, project_dir, checkpoint_total_limit, resume_from_checkpoint;
   std::vector<std::string> plugin_dirs;
   bool cpu = false, quiet = false, debug = false, allow_untrusted = false;
   double grace_period = 5.0;
@@ -67,6 +67,12 @@ po::options_description launch_options(Flags& f) {
       "restart the workers up to N times after a failure")(
       "monitor_interval", text(&f.monitor_interval, "SECONDS"),
       "longest time between checks of the workers")(
+      "project_dir", text(&f.project_dir, "DIR"),
+      "where save_state() writes checkpoints (DIR/checkpoints)")(
+      "checkpoint_total_limit", text(&f.checkpoint_total_limit, "N"),
+      "keep at most N checkpoints (0: all)")(
+      "resume_from_checkpoint", text(&f.resume_from_checkpoint, "latest|DIR"),
+      "what resume_if_requested() loads; latest resumes restarted workers")(
       "grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
       "between SIGTERM and SIGKILL when stopping workers (default 5)")(
       "rdzv_timeout", po::value(&f.rdzv_timeout)->value_name("SECONDS"),
@@ -139,6 +145,9 @@ accel::ConfigSources config_sources(const Flags& f) {
   add_flag(sources, "main_training_function", f.main_training_function);
   add_flag(sources, "max_restarts", f.max_restarts);
   add_flag(sources, "monitor_interval", f.monitor_interval);
+  add_flag(sources, "project_dir", f.project_dir);
+  add_flag(sources, "checkpoint_total_limit", f.checkpoint_total_limit);
+  add_flag(sources, "resume_from_checkpoint", f.resume_from_checkpoint);
   if (f.debug) {
     sources.flags["log_level"] = "debug";
     sources.flag_names["log_level"] = "--debug";

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "accel/amp.hpp"
+#include "accel/checkpoint.hpp"
 #include "accel/communicator.hpp"
 #include "accel/data.hpp"
 #include "accel/distributed.hpp"
@@ -105,6 +106,23 @@ struct AcceleratorOptions {
   // Prepared schedulers step only when the optimizer stepped, num_processes times
   // (once with split_batches), as Accelerate's AcceleratedScheduler does.
   bool step_scheduler_with_optimizer = true;
+
+  // Checkpoints (Accelerate's ProjectConfiguration). Unset: the run config's value.
+  // Where save_state() without a directory writes: project_dir/checkpoints/checkpoint_<n>
+  // (config project_dir, ACCEL_PROJECT_DIR; "" = the working directory).
+  std::optional<std::filesystem::path> project_dir;
+  // Complete checkpoints kept by save_state(); the oldest go first (0 = all; config
+  // checkpoint_total_limit).
+  std::optional<int> total_limit;
+  // save_state() without a directory: automatic names (true), or std::invalid_argument.
+  bool automatic_checkpoint_naming = true;
+  // What resume_if_requested() loads: "" = nothing, "latest" = the newest complete
+  // checkpoint under project_dir (none yet: a fresh start), else a checkpoint directory
+  // (config resume_from_checkpoint, ACCEL_RESUME_FROM_CHECKPOINT).
+  std::optional<std::string> resume_from_checkpoint;
+  // Test-only: called on every rank after each step of a save (CheckpointOptions::
+  // crash_hook); fault-injection tests kill the process there.
+  std::function<void(SaveStage)> checkpoint_hook;
 };
 
 class Accelerator;
@@ -347,6 +365,63 @@ class Accelerator {
   // Closes the trackers and waits for every process.
   void end_training();
 
+  // ---------------------------------------------------------------- checkpoints
+  // What save_state saves and load_state restores (layout and guarantees: accel/
+  // checkpoint.hpp): the prepared models, optimizers and schedulers, the loss scaler, the
+  // step and epoch, each prepared data loader's position (the next batch after a resume
+  // is the one that would have come), every rank's RNG (CPU and device), and the objects
+  // registered here. Collective: every rank calls them at the same point.
+  //
+  //   accelerator.register_for_checkpointing(my_object);   // before load_state
+  //   accelerator.resume_if_requested();                   // config resume_from_checkpoint
+  //   for (int64_t e = accelerator.epoch(); e < epochs; ++e) {
+  //     loader.set_epoch(e);                               // a resumed pass keeps its own
+  //     for (accel::Batch& b : loader) { ...; if (accelerator.step() % 100 == 0)
+  //                                            accelerator.save_state(); }
+  //   }
+  //
+  // Registers an object for save_state/load_state, in registration order (file
+  // custom_checkpoint_<i>.pt). Any T with `accel::TensorMap state_dict() const` and
+  // `void load_state_dict(const accel::TensorMap&)` (an accel::Stateful, the GradScaler
+  // ...), or a pair of callables. Not owned: the object (or what the callables capture)
+  // must outlive the Accelerator's last save_state/load_state.
+  template <class T>
+  void register_for_checkpointing(T& object) {
+    register_for_checkpointing(
+        [&object] { return object.state_dict(); },
+        [&object](const TensorMap& state) { object.load_state_dict(state); });
+  }
+  void register_for_checkpointing(std::function<TensorMap()> save,
+                                  std::function<void(const TensorMap&)> load);
+  // Saves to `dir`, or with none to project_dir/checkpoints/checkpoint_<n> (then prunes to
+  // total_limit). Atomic: a crash leaves the previous checkpoint intact. Returns the
+  // directory. CheckpointError or std::filesystem::filesystem_error when writing fails.
+  std::filesystem::path save_state(const std::filesystem::path& dir = {});
+  // Restores from `dir`, or with none from the newest complete checkpoint under project_dir
+  // (partial ones are skipped with a warning; CheckpointError when there is none). Every
+  // file is verified against the manifest's SHA-256 first (CheckpointError naming it). With
+  // another number of processes, models, optimizers, schedulers, scaler and registered
+  // objects load; RNG and data positions do not (LoadReport::not_restored says so, and it
+  // is logged). Call after prepare() and register_for_checkpointing().
+  LoadReport load_state(const std::filesystem::path& dir = {});
+  // Loads what resume_from_checkpoint asks for, if anything (see AcceleratorOptions):
+  // with "latest" and no checkpoint yet, nothing (a first attempt). Meant for restarts:
+  // `accelrun --max_restarts 3` with resume_from_checkpoint = "latest" resumes each
+  // restarted attempt from the newest checkpoint.
+  std::optional<LoadReport> resume_if_requested();
+  // Weights only, for inference (accel::save_model): written by the main process, then
+  // every process waits for it. Collective.
+  template <class Model>
+  void save_model(const Model& model, const std::filesystem::path& dir) const {
+    save_model_of(*module_of(model), dir);
+  }
+  // Optimizer steps taken (sync steps on which the first prepared optimizer's step() ran);
+  // restored by load_state.
+  std::int64_t step() const;
+  // The epoch restored by the latest load_state (0 before): where an epoch loop resumes.
+  std::int64_t epoch() const;
+  const std::filesystem::path& project_dir() const;
+
  private:
   template <class T>
   auto prepare_one(T&& object);
@@ -355,6 +430,7 @@ class Accelerator {
   Reducer* reducer_of(const torch::nn::Module* module) const;
   bool count_accumulation_step(bool end_of_dataloader);
   std::pair<std::size_t, std::size_t> share(std::size_t length) const;  // start, count
+  void save_model_of(const torch::nn::Module& module, const std::filesystem::path& dir) const;
 
   std::shared_ptr<AcceleratorState> state_;
 };

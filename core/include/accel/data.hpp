@@ -61,6 +61,17 @@ struct DataLoaderOptions {
   std::optional<c10::Device> device;  // when set, batches are moved there
 };
 
+// Where a prepared loader's passes stand, for checkpoints: shared by the loader, its
+// copies and the Accelerator that prepared it (Accelerator::save_state reads it,
+// load_state sets `resume`). Written on the iterating thread only.
+struct DataLoaderProgress {
+  std::uint64_t epoch = 0;     // of the latest pass begun
+  std::uint64_t consumed = 0;  // batches of that pass this process took (skipped ones count)
+  std::uint64_t length = 0;    // batches of that pass for this process (skipped ones count)
+  // When set, the next pass is this epoch, leaving out this many batches (then cleared).
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> resume;
+};
+
 // Stacks per-sample examples (each without the batch dimension) into one Batch.
 Batch collate(std::vector<Batch> examples);
 
@@ -85,6 +96,13 @@ class DataLoader {
   // Leaves out the first n batches of this process in the next pass only (resuming
   // mid-epoch); later passes are whole again.
   void skip_first_batches(std::size_t n) { skip_ = n; }
+
+  // Records where passes stand in `progress` from now on (see DataLoaderProgress; the
+  // Accelerator attaches one in prepare). Copies made later share it.
+  void track_progress(std::shared_ptr<DataLoaderProgress> progress) {
+    progress_ = std::move(progress);
+  }
+  const std::shared_ptr<DataLoaderProgress>& progress() const { return progress_; }
 
   // The next pass's plan for this process, and its number of batches.
   ShardPlan plan() const;
@@ -142,8 +160,9 @@ class DataLoader {
   int num_processes_ = 1;
   std::uint64_t epoch_ = 0;
   std::size_t skip_ = 0;
-  ShardPlan pass_;           // the pass in progress
-  std::size_t yielded_ = 0;  // batches of pass_ dereferenced so far
+  ShardPlan pass_;                                // the pass in progress
+  std::size_t yielded_ = 0;                       // batches of pass_ dereferenced so far
+  std::shared_ptr<DataLoaderProgress> progress_;  // null unless tracked
 };
 
 // A copy of `loader` sharded for this process: Accelerate's prepare_data_loader.

@@ -62,6 +62,9 @@ struct DistributedOptions {
   int master_port = 0;
 
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // The launcher's attempt (ACCEL_RESTART_COUNT): restarted workers meet under new store
+  // keys, since the launcher's store outlives an attempt and still holds the old ones.
+  int32_t restart_count = 0;
   std::string bind_address;  // "" = 127.0.0.1 for a loopback master, else the plugin's
   bool check_peers = false;  // CommunicatorOptions::check_peers
 };

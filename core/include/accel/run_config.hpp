@@ -54,6 +54,10 @@ struct RunConfig {
   std::vector<std::string> plugin_dirs;
   LogLevel log_level = LogLevel::kInfo;
   int gradient_accumulation_steps = 1;
+  // Checkpoints (Accelerate's ProjectConfiguration; accel::Accelerator::save_state).
+  std::string project_dir;                             // "" = the working directory
+  int checkpoint_total_limit = 0;                      // complete checkpoints kept; 0 = all
+  std::string resume_from_checkpoint;                  // "", "latest" or a checkpoint directory
   std::map<std::string, std::string> backend_options;  // passed to the plugin's init
 
   bool all_gpus() const { return gpu_ids.empty(); }

@@ -122,6 +122,7 @@ DistributedOptions DistributedContext::options_from_environment(const Environmen
   options.group_rank = int_var(env, "GROUP_RANK", 0, 0, 1 << 20);
   options.master_addr = str_var(env, "MASTER_ADDR");
   options.master_port = int_var(env, "MASTER_PORT", 0, 0, 65535);
+  options.restart_count = int_var(env, "ACCEL_RESTART_COUNT", 0, 0, 1 << 20);
   options.check_peers = config.log_level <= LogLevel::kDebug;
   if (config_out) *config_out = config;
   return options;
@@ -165,6 +166,9 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
                                                           : "";
   comm.backend_options = options_.backend_options;
   comm.check_peers = options_.check_peers;
+  // A restarted group must not read the dead attempt's gloo addresses from the store.
+  if (options_.restart_count > 0)
+    comm.name = "world.restart" + std::to_string(options_.restart_count);
   communicator_ = std::make_unique<Communicator>(plugin_, store_, std::move(comm));
 }
 

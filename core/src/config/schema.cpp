@@ -168,6 +168,25 @@ static std::vector<KeySpec> make_schema() {
       {"ACCEL_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"}, nullptr,
       [](RunConfig& c, const Value& v) { c.gradient_accumulation_steps = as_int(v); },
       [](const RunConfig& c) -> Value { return std::int64_t{c.gradient_accumulation_steps}; }});
+  rows.push_back({"project_dir", Kind::kString, {}, 0, 0,
+      "Where Accelerator::save_state() writes checkpoints: <project_dir>/checkpoints/"
+      "checkpoint_<n>. \"\" = the working directory.",
+      "--project_dir", {"ACCEL_PROJECT_DIR"}, nullptr,
+      [](RunConfig& c, const Value& v) { c.project_dir = as<std::string>(v); },
+      [](const RunConfig& c) -> Value { return c.project_dir; }});
+  rows.push_back({"checkpoint_total_limit", Kind::kInteger, {}, 0, 1000000,
+      "Complete checkpoints kept under project_dir; older ones are removed after each save. "
+      "0 keeps all.",
+      "--checkpoint_total_limit", {"ACCEL_CHECKPOINT_TOTAL_LIMIT"}, nullptr,
+      [](RunConfig& c, const Value& v) { c.checkpoint_total_limit = as_int(v); },
+      [](const RunConfig& c) -> Value { return std::int64_t{c.checkpoint_total_limit}; }});
+  rows.push_back({"resume_from_checkpoint", Kind::kString, {}, 0, 0,
+      "What Accelerator::resume_if_requested() loads: \"latest\" (the newest complete "
+      "checkpoint under project_dir, if any: restarted workers resume on their own), a "
+      "checkpoint directory, or \"\" (nothing).",
+      "--resume_from_checkpoint", {"ACCEL_RESUME_FROM_CHECKPOINT"}, nullptr,
+      [](RunConfig& c, const Value& v) { c.resume_from_checkpoint = as<std::string>(v); },
+      [](const RunConfig& c) -> Value { return c.resume_from_checkpoint; }});
   rows.push_back({"backend_options", Kind::kTable, {}, 0, 0,
       "Options passed to the backend plugin's init, as strings (numbers and booleans are "
       "converted). In the environment: an inline TOML table.",

@@ -96,9 +96,19 @@ bool DataLoader::end_of_dataloader() const {
 }
 
 DataLoader::Iterator DataLoader::begin() {
+  if (progress_ && progress_->resume) {
+    epoch_ = progress_->resume->first;
+    skip_ = static_cast<std::size_t>(progress_->resume->second);
+    progress_->resume.reset();
+  }
   pass_ = plan();
   skip_ = 0;
   yielded_ = 0;
+  if (progress_) {
+    progress_->epoch = epoch_;
+    progress_->length = pass_.num_batches;
+    progress_->consumed = pass_.num_batches - pass_.batches.size();
+  }
   return Iterator(this, 0);
 }
 
@@ -107,6 +117,7 @@ Batch DataLoader::load(std::size_t position) {
   Batch batch = to_device((*fetch_)(planned.indices), options_.device);
   batch.num_padding = planned.num_padding;
   yielded_ = position + 1;
+  if (progress_) progress_->consumed = pass_.num_batches - pass_.batches.size() + yielded_;
   return batch;
 }
 

@@ -45,7 +45,19 @@ std::shared_ptr<AcceleratorState> make_state(std::shared_ptr<DistributedContext>
   if (state->mixed_precision == MixedPrecision::kFp16) {
     state->scaler =
         std::make_unique<amp::GradScaler>(amp::GradScalerOptions{}, context->communicator());
+    amp::GradScaler* scaler = state->scaler.get();
+    state->scaler_state = std::make_unique<StatefulFunctions>(
+        [scaler] { return scaler->state_dict(); },
+        [scaler](const TensorMap& m) { scaler->load_state_dict(m); });
   }
+  state->project_dir = options.project_dir.value_or(config.project_dir);
+  state->total_limit = options.total_limit.value_or(config.checkpoint_total_limit);
+  if (state->total_limit < 0) {
+    throw std::invalid_argument("Accelerator: total_limit must be >= 0 (got " +
+                                std::to_string(state->total_limit) + "; 0 keeps all)");
+  }
+  state->resume_from_checkpoint =
+      options.resume_from_checkpoint.value_or(config.resume_from_checkpoint);
   state->options = std::move(options);
   state->context = std::move(context);
   return state;

@@ -57,9 +57,37 @@ AcceleratedOptimizer Accelerator::prepare_optimizer(
   return AcceleratedOptimizer(std::move(optimizer), state_);
 }
 
+namespace {
+
+// LibTorch's LRScheduler keeps its step count protected and has no state_dict; the
+// learning rates themselves are saved with the optimizer's param groups.
+struct SchedulerAccess : torch::optim::LRScheduler {
+  static unsigned& step_count(torch::optim::LRScheduler& scheduler) {
+    return scheduler.*(&SchedulerAccess::step_count_);
+  }
+};
+
+// A prepared scheduler's checkpoint state: {"step_count": int64}.
+std::unique_ptr<Stateful> scheduler_state(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+  auto save = [scheduler] {
+    return TensorMap{{"step_count", at::scalar_tensor(static_cast<int64_t>(
+                                                          SchedulerAccess::step_count(*scheduler)),
+                                                      at::kLong)}};
+  };
+  auto load = [scheduler](const TensorMap& state) {
+    const auto found = state.find("step_count");
+    if (found == state.end()) throw std::invalid_argument("no 'step_count' in a scheduler state");
+    SchedulerAccess::step_count(*scheduler) = static_cast<unsigned>(found->second.item<int64_t>());
+  };
+  return std::make_unique<StatefulFunctions>(save, load);
+}
+
+}  // namespace
+
 AcceleratedScheduler Accelerator::prepare_scheduler(
     std::shared_ptr<torch::optim::LRScheduler> scheduler) {
   if (!scheduler) throw std::invalid_argument("Accelerator::prepare: the scheduler is null");
+  state_->schedulers.push_back(scheduler_state(scheduler));
   return AcceleratedScheduler(std::move(scheduler), state_);
 }
 
@@ -78,6 +106,10 @@ DataLoader Accelerator::prepare_data_loader(DataLoader loader) const {
   check("split_batches", o.split_batches, loader.options().split_batches);
   check("even_batches", o.even_batches, loader.options().even_batches);
   loader.shard(process_index(), num_processes());
+  // save_state/load_state read and set where its passes stand.
+  auto progress = std::make_shared<DataLoaderProgress>();
+  loader.track_progress(progress);
+  state_->loaders.push_back(std::move(progress));
   return loader;
 }
 
@@ -93,6 +125,7 @@ void AcceleratedOptimizer::step() {
     optimizer_->step();
     s.step_skipped = false;
   }
+  if (!s.optimizers.empty() && s.optimizers.front() == optimizer_) ++s.step;
   auto& unscaled = s.unscaled;
   unscaled.erase(std::remove(unscaled.begin(), unscaled.end(), optimizer_.get()), unscaled.end());
 }

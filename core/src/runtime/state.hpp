@@ -2,7 +2,9 @@
 // they keep the communicator and the loss scaler alive).
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "accel/accelerator.hpp"
@@ -36,6 +38,17 @@ struct AcceleratorState {
   std::vector<Model> models;
 
   Trackers trackers;
+
+  // Checkpoints (checkpointing.cpp).
+  std::int64_t step = 0;   // optimizer steps (AcceleratedOptimizer::step)
+  std::int64_t epoch = 0;  // restored by load_state
+  std::filesystem::path project_dir;
+  int total_limit = 0;
+  std::string resume_from_checkpoint;
+  std::unique_ptr<Stateful> scaler_state;             // a view of `scaler`, when there is one
+  std::vector<std::unique_ptr<Stateful>> schedulers;  // adapters over prepared schedulers
+  std::vector<std::unique_ptr<Stateful>> custom_objects;
+  std::vector<std::shared_ptr<DataLoaderProgress>> loaders;  // prepared loaders, in order
 
   int world() const { return context->world_size(); }
   Communicator* comm() const { return context->communicator(); }
