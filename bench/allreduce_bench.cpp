@@ -2,7 +2,7 @@
 // own c10d::ProcessGroupGloo, same machine, same process structure, one run.
 //
 //   accel_allreduce_bench [--quick] [--sizes B,B,...] [--repeats R] [--json FILE]
-//                         [--plugin PATH]
+//                         [--plugin PATH] [--only accel|gloo]
 //
 // The host hosts a c10d TCPStore on 127.0.0.1 (port 0) and starts 2 ranks of itself
 // (--worker). Each rank measures, for each size, both implementations alternately on
@@ -46,6 +46,7 @@ struct Settings {
   bool quick = false;
   std::vector<size_t> sizes;  // empty: the default list for quick or full
   int repeats = 1;
+  std::string only;  // "accel" or "gloo": run one side alone (for perf stat); "" both
 };
 
 std::vector<size_t> sizes(const Settings& settings) {
@@ -65,6 +66,7 @@ int iterations(size_t bytes) {
 }
 
 double median(std::vector<double> values) {
+  if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
@@ -121,10 +123,12 @@ int run_worker(int rank, int port, const Settings& settings, const std::string& 
     const int iters = iterations(bytes);
     std::vector<double> a, g;
     const auto accel_block = [&] {
+      if (settings.only == "gloo") return;
       accel_comm.barrier().wait();
       a.push_back(seconds_per_call([&] { accel_comm.all_reduce(t).wait(); }, iters));
     };
     const auto gloo_block = [&] {
+      if (settings.only == "accel") return;
       gloo->barrier()->wait();
       g.push_back(seconds_per_call([&] { gloo->allreduce(ts)->wait(); }, iters));
     };
@@ -170,6 +174,12 @@ int main(int argc, char** argv) {
                      size_list.c_str());
         return 2;
       }
+    } else if (arg == "--only" && i + 1 < argc) {
+      settings.only = argv[++i];
+      if (settings.only != "accel" && settings.only != "gloo") {
+        std::fprintf(stderr, "accel_allreduce_bench: --only takes accel or gloo\n");
+        return 2;
+      }
     } else if (arg == "--repeats" && i + 1 < argc) {
       settings.repeats = std::atoi(argv[++i]);
       if (settings.repeats < 1) {
@@ -209,6 +219,7 @@ int main(int argc, char** argv) {
     if (settings.quick) text.push_back("--quick");
     if (!size_list.empty()) text.insert(text.end(), {"--sizes", size_list});
     text.insert(text.end(), {"--repeats", std::to_string(settings.repeats)});
+    if (!settings.only.empty()) text.insert(text.end(), {"--only", settings.only});
     std::vector<char*> args;
     for (auto& s : text) args.push_back(s.data());
     args.push_back(nullptr);
