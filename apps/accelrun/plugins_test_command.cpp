@@ -29,7 +29,7 @@ const char* const kTestHelp =
 std::filesystem::path conformance_program() {
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  const auto program = self.parent_path() / "accel_conformance";
+  auto program = self.parent_path() / "accel_conformance";
   if (error || !std::filesystem::exists(program)) {
     throw std::runtime_error("cannot find accel_conformance next to accelrun (looked for " +
                              program.string() + "); build or install the conformance kit");
@@ -73,6 +73,7 @@ int plugins_test_command(const Args& args) {
     argv_text.insert(argv_text.end(), {"--large-elements", std::to_string(large)});
   }
   std::vector<char*> argv;
+  argv.reserve(argv_text.size() + 1);
   for (auto& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::cout.flush();

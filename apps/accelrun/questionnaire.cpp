@@ -47,7 +47,7 @@ std::string Questionnaire::ask(const std::string& question, const std::string& d
       throw QuestionnaireError("the input ended before an answer to \"" + question + "\" (" + fix_ +
                                ")");
     }
-    const std::string answer = line->empty() ? default_answer : *line;
+    std::string answer = line->empty() ? default_answer : *line;
     const std::optional<std::string> complaint = check(answer);
     if (!complaint) return answer;
     reason = *complaint;

@@ -80,6 +80,12 @@ at::Tensor contribution(int rank, int64_t n, at::ScalarType dtype) {
   return (base + rank + 1).to(dtype);
 }
 
+[[noreturn]] void rendezvous_mismatch(int rank, const std::string& expected,
+                                      const std::string& got) {
+  throw CheckFailed("rendezvous: key of rank " + std::to_string(rank) + " expected '" + expected +
+                    "', got '" + got + "'");
+}
+
 void check_rendezvous(const Sanity& s, c10d::Store& store) {
   const std::string mine = "rank " + std::to_string(s.rank);
   store.set("accel/sanity/rank/" + std::to_string(s.rank), {mine.begin(), mine.end()});
@@ -87,9 +93,7 @@ void check_rendezvous(const Sanity& s, c10d::Store& store) {
     const auto value = store.get("accel/sanity/rank/" + std::to_string(other));
     const std::string got(value.begin(), value.end());
     const std::string expected = "rank " + std::to_string(other);
-    if (got != expected)
-      throw CheckFailed("rendezvous: key of rank " + std::to_string(other) + " expected '" +
-                        expected + "', got '" + got + "'");
+    if (got != expected) rendezvous_mismatch(other, expected, got);
   }
 }
 
@@ -125,6 +129,7 @@ void check_broadcast(const Sanity& s) {
 void check_gathers(const Sanity& s) {
   const int64_t n = 100;
   std::vector<at::Tensor> parts;
+  parts.reserve(s.world);
   for (int r = 0; r < s.world; ++r) parts.push_back(contribution(r, n, at::kFloat));
   const at::Tensor input = contribution(s.rank, n, at::kFloat).to(s.on_device);
   at::Tensor flat = at::zeros({s.world * n}, s.on_device.dtype(at::kFloat));
@@ -133,6 +138,7 @@ void check_gathers(const Sanity& s) {
   expect_close("all_gather", flat, at::cat(parts));
 
   std::vector<at::Tensor> outputs;
+  outputs.reserve(s.world);
   for (int r = 0; r < s.world; ++r) outputs.push_back(at::zeros({n}, input.options()));
   s.comm->all_gather(outputs, input).wait();
   for (int r = 0; r < s.world; ++r)

@@ -77,7 +77,7 @@ static void add_environment_dirs(SearchPath& path) {
   const char* value = std::getenv("ACCEL_PLUGIN_PATH");
   if (value == nullptr || *value == '\0') return;
   if (secure_execution()) {
-    path.notes.push_back("ACCEL_PLUGIN_PATH ignored: setuid/setgid process (AT_SECURE)");
+    path.notes.emplace_back("ACCEL_PLUGIN_PATH ignored: setuid/setgid process (AT_SECURE)");
     return;
   }
   for (const auto& dir : split_path_list(value)) add_dir(path, dir, "ACCEL_PLUGIN_PATH");

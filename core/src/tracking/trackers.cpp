@@ -88,7 +88,7 @@ CsvTracker::CsvTracker(fs::path dir, std::string suffix)
     : dir_(std::move(dir)),
       path_(dir_ / ("metrics" + suffix + ".csv")),
       suffix_(std::move(suffix)) {
-  columns_.push_back("step");
+  columns_.emplace_back("step");
   rewrite();
 }
 
