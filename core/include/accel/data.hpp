@@ -200,7 +200,7 @@ DataLoader DataLoader::from_dataset(Dataset dataset, DataLoaderOptions options) 
     }
     return collate(std::move(examples));
   };
-  return DataLoader(size, std::move(fetch), std::move(options));
+  return DataLoader(size, std::move(fetch), options);
 }
 
 }  // namespace accel

@@ -53,14 +53,14 @@ Batch collate(std::vector<Batch> examples) {
 DataLoader::DataLoader(std::size_t dataset_size, Fetch fetch, DataLoaderOptions options)
     : dataset_size_(dataset_size),
       fetch_(std::make_shared<const Fetch>(std::move(fetch))),
-      options_(std::move(options)) {
+      options_(options) {
   if (!*fetch_) throw std::invalid_argument("DataLoader: the fetch function is empty");
   (void)plan();  // validates the options now rather than at the first pass
 }
 
 DataLoader::DataLoader(at::Tensor data, at::Tensor targets, DataLoaderOptions options)
     : DataLoader(data.defined() && data.dim() > 0 ? static_cast<std::size_t>(data.size(0)) : 0,
-                 tensor_fetch(data, targets), std::move(options)) {}
+                 tensor_fetch(data, targets), options) {}
 
 void DataLoader::shard(int process_index, int num_processes) {
   const int old_index = process_index_, old_count = num_processes_;
