@@ -40,7 +40,7 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
     const auto eq = arg.find('=');
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
+      arg.resize(eq);  // keep the flag name before the "="
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
