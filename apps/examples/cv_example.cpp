@@ -3,6 +3,11 @@
 // accel_main; run it with
 //   accelrun --cpu --num_processes 2 build/lib/cv_example.so -- --epochs 3
 // (or with one process: run_example build/lib/cv_example.so --epochs 3).
+// Checkpoints (docs/checkpoints.md): --checkpoint_every N saves every N optimizer steps
+// under --project_dir DIR (default: config project_dir); --resume [latest|DIR] continues
+// from the newest checkpoint there (or DIR), as does accelrun --resume_from_checkpoint
+// latest for restarted workers. For quick runs: --train_samples N, --test_samples N
+// (the first N images) and --max_steps N (stop after N optimizer steps).
 #include <cstdio>
 
 #include "accel/accelerator.hpp"
@@ -56,14 +61,67 @@ double evaluate(accel::Accelerator& accelerator, Net& model, accel::DataLoader& 
   return all.numel() ? all.to(torch::kDouble).mean().item<double>() : 0.0;
 }
 
+// cv_example's own flags (checkpoints and quick runs); the shared ones are examples::Flags.
+struct CheckpointFlags {
+  std::int64_t checkpoint_every = 0;  // optimizer steps; 0 = no checkpoints
+  std::string project_dir;            // "" = the config's project_dir
+  std::string resume;                 // "", "latest" or a checkpoint directory
+  std::int64_t train_samples = 0, test_samples = 0, max_steps = 0;  // 0 = all
+};
+
+// Takes cv_example's own flags out of argv (in place); returns them.
+CheckpointFlags take_checkpoint_flags(int& argc, char** argv) {
+  CheckpointFlags f;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0;
+    auto number = [&](std::int64_t& target) {
+      if (!has_value) throw std::invalid_argument("cv_example: " + arg + " needs a number");
+      target = std::stoll(argv[++i]);
+      if (target < 0) throw std::invalid_argument("cv_example: " + arg + " must be >= 0");
+    };
+    if (arg == "--checkpoint_every")
+      number(f.checkpoint_every);
+    else if (arg == "--train_samples")
+      number(f.train_samples);
+    else if (arg == "--test_samples")
+      number(f.test_samples);
+    else if (arg == "--max_steps")
+      number(f.max_steps);
+    else if (arg == "--project_dir" && has_value)
+      f.project_dir = argv[++i];
+    else if (arg == "--resume")
+      f.resume = has_value ? argv[++i] : "latest";
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  return f;
+}
+
+// The first n samples (all when n is 0 or larger than the set).
+ds::TensorDataset first(ds::TensorDataset set, std::int64_t n) {
+  if (n > 0 && n < set.data.size(0)) {
+    set.data = set.data.narrow(0, 0, n);
+    set.targets = set.targets.narrow(0, 0, n);
+  }
+  return set;
+}
+
 int run(int argc, char** argv) {
+  const CheckpointFlags checkpoints = take_checkpoint_flags(argc, argv);
   const examples::Flags flags = examples::parse_flags(argc, argv, "cv_example");
   if (flags.threads > 0) torch::set_num_threads(flags.threads);
   accel::AcceleratorOptions accelerator_options;
   accelerator_options.seed = flags.seed;  // the same initial weights on every process
+  if (!checkpoints.project_dir.empty()) accelerator_options.project_dir = checkpoints.project_dir;
+  if (!checkpoints.resume.empty()) accelerator_options.resume_from_checkpoint = checkpoints.resume;
   accel::Accelerator accelerator(accelerator_options);
-  const ds::TensorDataset train = ds::load_fashion_mnist(ds::Split::kTrain);
-  const ds::TensorDataset test = ds::load_fashion_mnist(ds::Split::kTest);
+  const ds::TensorDataset train =
+      first(ds::load_fashion_mnist(ds::Split::kTrain), checkpoints.train_samples);
+  const ds::TensorDataset test =
+      first(ds::load_fashion_mnist(ds::Split::kTest), checkpoints.test_samples);
 
   accel::DataLoaderOptions train_options;
   train_options.batch_size = static_cast<std::size_t>(flags.batch_size);  // per process
@@ -84,7 +142,17 @@ int run(int argc, char** argv) {
       "cv_example: %zu train / %zu test images, %d process(es) on %s, %d threads each",
       train.size(), test.size(), accelerator.num_processes(), accelerator.backend().c_str(),
       torch::get_num_threads()));
-  for (int epoch = 0; epoch < flags.epochs; ++epoch) {
+  // With --resume or resume_from_checkpoint: weights, optimizer, RNG and the loader's
+  // position come back, and the loop continues at the saved epoch and batch.
+  if (const auto resumed = accelerator.resume_if_requested()) {
+    accelerator.print("cv_example: resumed from " + resumed->directory.string() + " at step " +
+                      std::to_string(resumed->step) + ", epoch " + std::to_string(resumed->epoch));
+  }
+  const auto stop = [&] {
+    return checkpoints.max_steps > 0 && accelerator.step() >= checkpoints.max_steps;
+  };
+  for (int epoch = static_cast<int>(accelerator.epoch()); epoch < flags.epochs && !stop();
+       ++epoch) {
     train_loader.set_epoch(static_cast<std::uint64_t>(epoch));
     examples::Timer timer;
     double loss_sum = 0;
@@ -92,7 +160,7 @@ int run(int argc, char** argv) {
     accel::ProgressBar bar(examples::batches_per_epoch(train_loader, flags),
                            examples::progress_options(accelerator, epoch));
     for (accel::Batch& batch : train_loader) {
-      if (flags.limit_train_batches > 0 && steps == flags.limit_train_batches) break;
+      if ((flags.limit_train_batches > 0 && steps == flags.limit_train_batches) || stop()) break;
       at::Tensor loss = [&] {
         auto autocast = accelerator.autocast();  // mixed precision, when configured
         return torch::nn::functional::cross_entropy(model(batch.data), batch.target);
@@ -105,6 +173,9 @@ int run(int argc, char** argv) {
       samples += batch.target.size(0);
       bar.set_postfix(examples::format("loss=%.4f", loss_sum / double(steps)));
       bar.update();
+      if (checkpoints.checkpoint_every > 0 &&
+          accelerator.step() % checkpoints.checkpoint_every == 0)
+        accelerator.save_state();
     }
     bar.close();  // before evaluation: the epoch's line follows the bar
     const double seconds = timer.seconds();

@@ -92,10 +92,23 @@ void load_module_state(torch::nn::Module& module, const TensorMap& state, const 
   }
 }
 
+namespace {
+constexpr const char* kLearningRates = "accel_learning_rates";
+}  // namespace
+
 std::string optimizer_to_bytes(const torch::optim::Optimizer& optimizer) {
   std::ostringstream out;
   torch::serialize::OutputArchive archive;
   optimizer.save(archive);
+  // LibTorch's optimizer load keeps the current param-group options, so a scheduler's
+  // learning rates would be lost: they travel separately (custom options without
+  // get_lr are left out).
+  std::vector<double> rates;
+  try {
+    for (const auto& group : optimizer.param_groups()) rates.push_back(group.options().get_lr());
+    archive.write(kLearningRates, at::tensor(rates, at::kDouble));
+  } catch (const c10::Error&) {  // an options type without get_lr
+  }
   archive.save_to(out);
   return std::move(out).str();
 }
@@ -107,6 +120,18 @@ void optimizer_from_bytes(torch::optim::Optimizer& optimizer, const std::string&
     torch::serialize::InputArchive archive;
     archive.load_from(in);
     optimizer.load(archive);
+    at::Tensor rates;
+    if (archive.try_read(kLearningRates, rates)) {
+      if (rates.numel() != static_cast<int64_t>(optimizer.param_groups().size())) {
+        throw CheckpointError("checkpoint: '" + file + "' has " + std::to_string(rates.numel()) +
+                              " learning rates for " +
+                              std::to_string(optimizer.param_groups().size()) +
+                              " param groups; build the optimizer as it was when saved");
+      }
+      for (std::size_t i = 0; i < optimizer.param_groups().size(); ++i) {
+        optimizer.param_groups()[i].options().set_lr(rates[static_cast<int64_t>(i)].item<double>());
+      }
+    }
   } catch (const c10::Error& error) {
     throw CheckpointError("checkpoint: '" + file + "' does not fit this optimizer (" +
                           error.what_without_backtrace() + "); build it as it was when saved");
