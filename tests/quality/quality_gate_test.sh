@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shows that CI fails on a finding: scripts/quality, run on a scratch git repository
 # with one misformatted file and one clang-tidy finding (bugprone-use-after-move), must
-# exit non-zero and name each file with its check; once both are fixed it must pass.
+# exit non-zero and name each file with its check; once both are fixed it must pass,
+# and its clang-tidy cache must skip the passed file but never hide a new finding.
 # The sources are written here, not kept as files, so the real tree stays clean.
 #
 #   quality_gate_test.sh <checkout>      # exit 77 (CTest: skipped) without the tools
@@ -39,7 +40,8 @@ git -C "$scratch" init -q && git -C "$scratch" add core .clang-format .clang-tid
   || fail "cannot make the scratch repository in $scratch"
 
 run_quality() {
-  QUALITY_ROOT="$scratch" BUILD_DIR=build CHECKS=format,tidy JOBS=1 "$checkout/scripts/quality" 2>&1
+  QUALITY_ROOT="$scratch" BUILD_DIR=build CHECKS=format,tidy JOBS=1 TIDY_CACHE="$scratch/tidy-cache" \
+    "$checkout/scripts/quality" 2>&1
 }
 
 out=$(run_quality)
@@ -59,4 +61,15 @@ sed -i 's/return text.size() + other.size();/return other.size();/' \
 out=$(run_quality)
 rc=$?
 [ $rc -eq 0 ] || { echo "$out"; fail "scripts/quality failed on the fixed tree (exit $rc)"; }
-echo "PASS: scripts/quality fails on each finding and passes once they are fixed"
+
+# The clang-tidy cache: a file that passed is skipped while nothing it reads changes,
+# and analysed again (finding included) once it does.
+out=$(run_quality)
+grep -q '1 files, 0 not passed before' <<< "$out" || { echo "$out"; fail "the passed file was analysed again"; }
+sed -i 's/return other.size();/return text.size() + other.size();/' \
+  "$scratch/core/src/use_after_move.cpp"
+out=$(run_quality)
+rc=$?
+[ $rc -ne 0 ] && grep -q 'use_after_move\.cpp.*bugprone-use-after-move' <<< "$out" \
+  || { echo "$out"; fail "the cache hid the finding of a changed file"; }
+echo "PASS: scripts/quality fails on each finding, passes once they are fixed, and its cache hides none"
