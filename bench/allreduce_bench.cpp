@@ -216,11 +216,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> text = {"/proc/self/exe",     "--worker",
                                      std::to_string(rank), std::to_string(server.getPort()),
                                      "--plugin",           plugin};
-    if (settings.quick) text.push_back("--quick");
+    if (settings.quick) text.emplace_back("--quick");
     if (!size_list.empty()) text.insert(text.end(), {"--sizes", size_list});
     text.insert(text.end(), {"--repeats", std::to_string(settings.repeats)});
     if (!settings.only.empty()) text.insert(text.end(), {"--only", settings.only});
     std::vector<char*> args;
+    args.reserve(text.size() + 1);
     for (auto& s : text) args.push_back(s.data());
     args.push_back(nullptr);
     posix_spawn_file_actions_t actions;

@@ -35,8 +35,9 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
         throw std::invalid_argument("unknown flag; known: --model --warmup --steps --threads");
       }
     } catch (const std::logic_error& e) {
-      throw std::invalid_argument(std::string(program) + ": " + arg + " '" + value +
-                                  "': " + e.what());
+      std::string message = std::string(program) + ": ";
+      message.append(arg).append(" '").append(value).append("': ").append(e.what());
+      throw std::invalid_argument(message);
     }
   }
   if (f.warmup < 1 || f.steps < 0 || f.threads < 1) {
