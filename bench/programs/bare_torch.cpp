@@ -9,7 +9,7 @@
 
 int main(int argc, char** argv) {
   try {
-    const bench::Flags flags = bench::parse_flags(argc, argv, "bench_bare_torch");
+    const bench::Flags flags = bench::parse_flags(argc, argv);
     torch::set_num_threads(flags.threads);
     torch::manual_seed(42);
     bench::Workload w = bench::make_workload(flags.model);

@@ -15,12 +15,12 @@ struct Flags {
   int threads = 1;            // torch::set_num_threads
 };
 
-inline Flags parse_flags(int argc, char** argv, const char* program) {
+// Errors name the flag; the caller prefixes the program's name.
+inline Flags parse_flags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (i + 1 >= argc)
-      throw std::invalid_argument(std::string(program) + ": " + arg + " needs a value");
+    if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
     const std::string value = argv[++i];
     try {
       if (arg == "--model") {
@@ -35,14 +35,13 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
         throw std::invalid_argument("unknown flag; known: --model --warmup --steps --threads");
       }
     } catch (const std::logic_error& e) {
-      std::string message = std::string(program) + ": ";
-      message.append(arg).append(" '").append(value).append("': ").append(e.what());
+      std::string message = arg;
+      message.append(" '").append(value).append("': ").append(e.what());
       throw std::invalid_argument(message);
     }
   }
   if (f.warmup < 1 || f.steps < 0 || f.threads < 1) {
-    throw std::invalid_argument(std::string(program) +
-                                ": --warmup and --threads must be >= 1, --steps >= 0");
+    throw std::invalid_argument("--warmup and --threads must be >= 1, --steps >= 0");
   }
   return f;
 }

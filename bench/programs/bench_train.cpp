@@ -19,7 +19,7 @@ double unix_now() {
 }
 
 int run(int argc, char** argv) {
-  const bench::Flags flags = bench::parse_flags(argc, argv, "bench_train");
+  const bench::Flags flags = bench::parse_flags(argc, argv);
   torch::set_num_threads(flags.threads);
   accel::AcceleratorOptions options;
   options.seed = 42;  // the same weights and batch on every rank, as the peer
