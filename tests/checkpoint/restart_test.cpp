@@ -41,6 +41,17 @@ fs::path scratch_dir() {
   return dir;
 }
 
+// Removes the scratch directory (logs, checkpoints) when the test program ends.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(scratch_dir(), ignored);
+  }
+};
+[[maybe_unused]] const auto* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 // A fresh project directory per run set.
 fs::path project(const std::string& name) {
   const fs::path dir = scratch_dir() / name;
@@ -88,7 +99,7 @@ struct Result {
 // Runs accelrun with `args` and `extra_env` (OMP and intra-op threads at 1), waiting up to
 // deadline_s; then checks that no process of the run is left.
 Result accelrun(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-                int deadline_s = 120) {
+                int deadline_s = 300) {
   static int counter = 0;
   const std::string marker = std::to_string(::getpid()) + "-" + std::to_string(++counter);
   const fs::path log = scratch_dir() / ("run-" + marker + ".log");

@@ -35,6 +35,9 @@ RunConfig unusual_config() {
   config.plugin_dirs = {"/opt/a b/\"q\"", "C:\\dir", "tab\there", "ünïcödé/路径"};
   config.log_level = LogLevel::kTrace;
   config.gradient_accumulation_steps = 1000000;
+  config.project_dir = "runs/ünï \"q\"";
+  config.checkpoint_total_limit = 1000000;
+  config.resume_from_checkpoint = "latest";
   config.backend_options = {{"plain", "1"},
                             {"dotted.key", "line\nbreak"},
                             {"", "empty key"},
@@ -160,12 +163,27 @@ TEST(ConfigSchema, EveryKeyHasItsRowAndAccelVariable) {
     EXPECT_FALSE(key.help.empty()) << key.name;
     EXPECT_FALSE(key.default_toml.empty()) << key.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "compute_environment", "backend", "num_processes", "num_machines",
-                       "machine_rank", "main_process_ip", "main_process_port", "gpu_ids",
-                       "mixed_precision", "rdzv_backend", "same_network", "main_training_function",
-                       "max_restarts", "monitor_interval", "plugin_dirs", "log_level",
-                       "gradient_accumulation_steps", "backend_options"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"compute_environment",
+                                             "backend",
+                                             "num_processes",
+                                             "num_machines",
+                                             "machine_rank",
+                                             "main_process_ip",
+                                             "main_process_port",
+                                             "gpu_ids",
+                                             "mixed_precision",
+                                             "rdzv_backend",
+                                             "same_network",
+                                             "main_training_function",
+                                             "max_restarts",
+                                             "monitor_interval",
+                                             "plugin_dirs",
+                                             "log_level",
+                                             "gradient_accumulation_steps",
+                                             "project_dir",
+                                             "checkpoint_total_limit",
+                                             "resume_from_checkpoint",
+                                             "backend_options"}));
   EXPECT_EQ(config_schema()[2].range, "1 to 65535");
   EXPECT_EQ(config_schema()[11].default_toml, "\"accel_main\"");
 }
