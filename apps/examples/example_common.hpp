@@ -64,8 +64,9 @@ inline Flags parse_flags(int argc, char** argv, const char* program) {
             "unknown flag; known: --epochs --batch_size --lr --seed "
             "--limit_train_batches --threads");
     } catch (const std::logic_error& e) {
-      throw std::invalid_argument(std::string(program) + ": " + arg + " '" + value +
-                                  "': " + e.what());
+      std::string message = std::string(program) + ": ";
+      message.append(arg).append(" '").append(value).append("': ").append(e.what());
+      throw std::invalid_argument(message);
     }
   }
   if (f.epochs < 1 || f.batch_size < 1 || f.lr <= 0) {

@@ -120,7 +120,9 @@ int run(int argc, char** argv) {
       torch::get_num_threads()));
   // The model's forward under autocast with fp32 outputs (Accelerate's prepared forward);
   // plain forward when mixed precision is "no".
-  auto forward = accelerator.autocast_forward([&](const at::Tensor& x) { return model(x); });
+  // (The holder is copied in: a lambda may not capture a structured binding in C++17.)
+  auto forward =
+      accelerator.autocast_forward([m = model](const at::Tensor& x) mutable { return m(x); });
   for (int epoch = 0; epoch < flags.epochs; ++epoch) {
     train_loader.set_epoch(static_cast<std::uint64_t>(epoch));
     examples::Timer timer;
