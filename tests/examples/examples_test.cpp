@@ -130,9 +130,10 @@ TrainingRun accelrun(std::vector<std::string> args, std::chrono::seconds limit) 
 // 2 CPU processes, one LibTorch thread each (2 cores between them), a given precision.
 TrainingRun train(const char* program, const std::string& precision, std::vector<std::string> flags,
                   std::chrono::seconds limit) {
-  std::vector<std::string> args = {"--cpu",   "--num_processes", "2",  "--mixed_precision",
-                                   precision, program,           "--", "--threads",
-                                   "1"};
+  // Port 0: ctest runs these tests side by side, and two stores cannot share 29500.
+  std::vector<std::string> args = {"--cpu", "--num_processes",   "2",       "--main_process_port",
+                                   "0",     "--mixed_precision", precision, program,
+                                   "--",    "--threads",         "1"};
   args.insert(args.end(), flags.begin(), flags.end());
   return accelrun(std::move(args), limit);
 }
