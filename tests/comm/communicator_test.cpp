@@ -403,6 +403,63 @@ TEST(DistributedContext, IgnoresSigpipe) {
   EXPECT_EQ(action.sa_handler, SIG_IGN);
 }
 
+// A worker forked before the launcher's store (ACCEL_RUN_ID set) polls the port until
+// the store listens, then checks the store holds its run id.
+std::shared_ptr<c10d::TCPStore> host_store(int port) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(30);
+  return std::make_shared<c10d::TCPStore>("127.0.0.1", options);
+}
+
+accel::Environment store_env(int port, const std::string& run_id) {
+  accel::Environment env = single_env();
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(port);
+  env["ACCEL_RUN_ID"] = run_id;
+  return env;
+}
+
+TEST(DistributedContext, RefusesTheStoreOfAnotherLaunch) {
+  auto store = host_store(0);
+  const std::string other = "0123456789abcdef";
+  store->set("accel/launch/run_id", std::vector<uint8_t>(other.begin(), other.end()));
+  const std::string error = error_of(store_env(store->getPort(), "fedcba9876543210"));
+  EXPECT_NE(error.find("is not this launch's: its run id is 0123456789abcdef, ACCEL_RUN_ID is "
+                       "fedcba9876543210; another program took the port"),
+            std::string::npos)
+      << error;
+}
+
+TEST(DistributedContext, JoinsAStoreThatStartsAfterIt) {
+  int port = 0;
+  {  // a free port, released for the store that comes up later
+    auto probe = host_store(0);
+    port = probe->getPort();
+  }
+  const std::string run_id = "00000000000000aa";
+  std::shared_ptr<c10d::TCPStore> store;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    store = host_store(port);
+    store->set("accel/launch/run_id", std::vector<uint8_t>(run_id.begin(), run_id.end()));
+  });
+  std::shared_ptr<c10d::Store> joined;
+  std::string error;
+  try {
+    joined = accel::DistributedContext::from_environment(store_env(port, run_id)).store();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  late.join();
+  EXPECT_EQ(error, "");
+  ASSERT_NE(joined, nullptr);
+  const auto value = joined->get("accel/launch/run_id");
+  EXPECT_EQ(std::string(value.begin(), value.end()), run_id);
+}
+
 // accel::comm::KvStoreBridge against a real TCPStore: keys are prefixed, add keeps
 // a running total, remove deletes (a later get times out), errors are codes.
 TEST(KvStoreBridge, SetGetAddRemove) {

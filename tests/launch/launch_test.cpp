@@ -26,6 +26,7 @@
 
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
+#include "launch/store_port.hpp"
 
 extern char** environ;
 
@@ -637,6 +638,38 @@ TEST(LaunchPlan, WorkerVariables) {
   EXPECT_EQ(vars.at("ACCEL_RESTART_COUNT"), "2");
   EXPECT_EQ(vars.at("ACCEL_BACKEND"), "cuda");
   EXPECT_EQ(vars.at("ACCEL_MAIN_PROCESS_PORT"), "29501");
+  EXPECT_EQ(vars.count("ACCEL_RUN_ID"), 0u);  // only when workers start before the store
+  plan.run_id = accel::launcher::new_run_id();
+  EXPECT_EQ(plan.run_id.size(), 16u);
+  EXPECT_NE(plan.run_id, accel::launcher::new_run_id());
+  EXPECT_EQ(
+      accel::launcher::worker_variables(accel::launcher::worker_config(config, plan), plan, 1, 2)
+          .at("ACCEL_RUN_ID"),
+      plan.run_id);
+}
+
+// The store's port is chosen before LibTorch loads (workers start first): a free one for
+// 0, the asked one when free, the one-line fix when something listens there.
+TEST(StorePort, FreeTakenAndChosen) {
+  const int port = accel::launcher::choose_store_port(0);
+  ASSERT_GT(port, 0);
+  EXPECT_FALSE(accel::launcher::port_taken(port));
+  EXPECT_EQ(accel::launcher::choose_store_port(port), port);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  EXPECT_TRUE(accel::launcher::port_taken(port));
+  try {
+    accel::launcher::choose_store_port(port);
+    ADD_FAILURE() << "a taken port was chosen";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), accel::launcher::port_in_use_message(port));
+  }
+  ::close(fd);
 }
 
 TEST(LaunchPlan, AgreementDifference) {

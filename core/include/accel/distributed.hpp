@@ -60,6 +60,10 @@ struct DistributedOptions {
   // The rendezvous store's address; "" = none (allowed only with world_size 1).
   std::string master_addr;
   int master_port = 0;
+  // ACCEL_RUN_ID: set when the launcher forked the workers before its store was up.
+  // The worker then waits for the port to listen and refuses a store that does not hold
+  // this id (another program's, on a port taken in between). "" = no check.
+  std::string run_id;
 
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // The launcher's attempt (ACCEL_RESTART_COUNT): restarted workers meet under new store

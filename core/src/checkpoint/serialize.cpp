@@ -68,20 +68,29 @@ TensorMap module_state(const torch::nn::Module& module) {
   return state;
 }
 
+namespace {
+
+// Out of the loops below, which would otherwise build these messages piece by piece.
+[[noreturn]] void throw_extra_tensor(const std::string& file, const std::string& name) {
+  throw CheckpointError("checkpoint: '" + file + "' has tensor '" + name +
+                        "' that the model does not; build the model as it was when saved");
+}
+
+[[noreturn]] void throw_missing_tensor(const std::string& file, const std::string& name) {
+  throw CheckpointError("checkpoint: '" + file + "' lacks the model's tensor '" + name + "'");
+}
+
+}  // namespace
+
 void load_module_state(torch::nn::Module& module, const TensorMap& state, const std::string& file) {
   TensorMap targets = module_state(module);
   for (const auto& [name, source] : state) {
-    if (targets.find(name) == targets.end()) {
-      throw CheckpointError("checkpoint: '" + file + "' has tensor '" + name +
-                            "' that the model does not; build the model as it was when saved");
-    }
+    if (targets.find(name) == targets.end()) throw_extra_tensor(file, name);
   }
   torch::NoGradGuard no_grad;
   for (auto& [name, target] : targets) {
     const auto source = state.find(name);
-    if (source == state.end()) {
-      throw CheckpointError("checkpoint: '" + file + "' lacks the model's tensor '" + name + "'");
-    }
+    if (source == state.end()) throw_missing_tensor(file, name);
     if (source->second.sizes() != target.sizes()) {
       std::ostringstream text;
       text << "checkpoint: '" << file << "' has '" << name << "' of shape "
@@ -180,7 +189,7 @@ void restore_rng(const TensorMap& state, const std::optional<c10::Device>& devic
   const auto device_state = state.find("device");
   if (device_state == state.end() || !device || device->is_cpu()) {
     if (device_state != state.end())
-      notes.push_back("the saved device generator was not restored: no device given");
+      notes.emplace_back("the saved device generator was not restored: no device given");
     return;
   }
   try {

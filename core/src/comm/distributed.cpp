@@ -3,9 +3,15 @@
 #include "accel/distributed.hpp"
 
 #include <c10/core/Device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <stdexcept>
+#include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "accel/plugin_registry.hpp"
@@ -76,6 +82,51 @@ int32_t pick_device(const Plugin& plugin, int32_t local_rank) {
                                    : " (check " + plugin.info().visible_devices_env + ")"));
 }
 
+// Polls addr:port with plain connects every 10 ms until something listens there or
+// `timeout` passes (then c10d's own connect reports the failure).
+void wait_until_listening(const std::string& addr, int port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool listening = false;
+  while (!listening && std::chrono::steady_clock::now() < deadline) {
+    for (const addrinfo* a = found; a != nullptr && !listening; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      listening = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      ::close(fd);
+    }
+    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::freeaddrinfo(found);
+}
+
+// The launcher publishes its run id right after hosting; a store without it, or with
+// another, is not this launch's.
+void check_run_id(c10d::Store& store, const std::string& run_id, const std::string& where,
+                  std::chrono::milliseconds timeout) {
+  constexpr const char* kRunIdKey = "accel/launch/run_id";  // launch/rendezvous.hpp
+  const auto wait = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(60));
+  std::string found;
+  try {
+    store.wait({kRunIdKey}, wait);
+    const auto value = store.get(kRunIdKey);
+    found.assign(value.begin(), value.end());
+  } catch (const std::exception&) {
+    found = "(none after " + std::to_string(wait.count() / 1000) + " s)";
+  }
+  if (found != run_id) {
+    throw std::runtime_error("the rendezvous store at " + where +
+                             " is not this launch's: its run id is " + found +
+                             ", ACCEL_RUN_ID is " + run_id +
+                             "; another program took the port: run again, or pass "
+                             "--main_process_port 0 to pick a free port");
+  }
+}
+
 std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
   if (options.master_addr.empty()) {
     if (options.world_size > 1) {
@@ -89,16 +140,23 @@ std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
     throw std::invalid_argument("MASTER_PORT is " + std::to_string(options.master_port) +
                                 "; expected the launcher's store port, 1..65535");
   }
+  const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
+  // c10d's client sleeps a second after a refused connection: the launcher starts its
+  // store while this worker loads, so poll the port briefly first.
+  if (!options.run_id.empty())
+    wait_until_listening(options.master_addr, options.master_port, options.timeout);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(options.master_port);
   store_options.isServer = false;
   store_options.timeout = options.timeout;
+  std::shared_ptr<c10d::TCPStore> store;
   try {
-    return std::make_shared<c10d::TCPStore>(options.master_addr, store_options);
+    store = std::make_shared<c10d::TCPStore>(options.master_addr, store_options);
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot reach the rendezvous store at " + options.master_addr + ":" +
-                             std::to_string(options.master_port) + ": " + e.what());
+    throw std::runtime_error("cannot reach the rendezvous store at " + where + ": " + e.what());
   }
+  if (!options.run_id.empty()) check_run_id(*store, options.run_id, where, options.timeout);
+  return store;
 }
 
 }  // namespace
@@ -123,6 +181,7 @@ DistributedOptions DistributedContext::options_from_environment(const Environmen
   options.master_addr = str_var(env, "MASTER_ADDR");
   options.master_port = int_var(env, "MASTER_PORT", 0, 0, 65535);
   options.restart_count = int_var(env, "ACCEL_RESTART_COUNT", 0, 0, 1 << 20);
+  options.run_id = str_var(env, "ACCEL_RUN_ID");
   options.check_peers = config.log_level <= LogLevel::kDebug;
   if (config_out) *config_out = config;
   return options;

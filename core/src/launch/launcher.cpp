@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/rendezvous.hpp"
+#include "launch/store_port.hpp"
 #include "launch/supervisor.hpp"
 
 namespace accel::launcher {
@@ -84,6 +86,12 @@ class ExecGroup : public WorkerGroup {
 
   const std::vector<WorkerSpec>& workers() const override { return specs_; }
 
+  // Runs once, after the first attempt's workers are forked (hosting the store there).
+  void on_first_spawn(std::function<void()> hook) { first_spawn_ = std::move(hook); }
+  void after_spawn(int restart_count) override {
+    if (restart_count == 0 && first_spawn_) first_spawn_();
+  }
+
   void before_attempt(int restart_count) override {
     envs_.clear();
     env_ptrs_.clear();
@@ -115,7 +123,14 @@ class ExecGroup : public WorkerGroup {
   std::vector<std::vector<std::string>> envs_;
   std::vector<std::vector<char*>> env_ptrs_;
   std::string exec_failed_;
+  std::function<void()> first_spawn_;
 };
+
+// Whether this launcher can fork its workers before hosting the store: one machine, no
+// agreement with other launchers to wait for.
+bool host_after_spawn(const LaunchPlan& plan) {
+  return plan.host_store && plan.num_machines == 1 && !plan.cluster;
+}
 
 std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request) {
   const bool several_hosts = plan.num_machines > 1 || plan.cluster.has_value();
@@ -123,6 +138,7 @@ std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchReque
   const int port = plan.world_size == 1 ? 0 : plan.master_port;
   std::unique_ptr<Rendezvous> rendezvous;
   if (plan.host_store) {
+    if (port != 0) choose_store_port(port);  // one clear line for a taken port
     rendezvous = Rendezvous::host(several_hosts ? plan.master_addr : "127.0.0.1", port,
                                   request.rendezvous_timeout);
     plan.master_port = rendezvous->port();
@@ -222,7 +238,18 @@ int run_launch(const LaunchRequest& request) {
                              std::to_string(plan.world_size) + " tasks: start one");
   }
   plan.plugin_path = choice.plugin->path().string();
-  const auto rendezvous = start_rendezvous(plan, request);
+  // Hosting the store loads LibTorch (about a second), and so does every worker: on one
+  // machine the workers are forked first and the store comes up while they load. They
+  // wait for it (DistributedContext polls the port) and check ACCEL_RUN_ID against the
+  // store's, so a store that another program started on the port in between is refused.
+  std::unique_ptr<Rendezvous> rendezvous;
+  const bool deferred = host_after_spawn(plan);
+  if (deferred) {
+    plan.master_port = choose_store_port(plan.world_size == 1 ? 0 : plan.master_port);
+    plan.run_id = new_run_id();
+  } else {
+    rendezvous = start_rendezvous(plan, request);
+  }
   if (request.debug) print_plan(plan, choice, request, kind);
   // Workers search the launcher's --plugin-dir directories too.
   RunConfig workers = worker_config(config, plan);
@@ -230,6 +257,12 @@ int run_launch(const LaunchRequest& request) {
   for (const auto& dir : request.plugin_dirs) dirs.push_back(dir.string());
   workers.plugin_dirs.insert(workers.plugin_dirs.begin(), dirs.begin(), dirs.end());
   ExecGroup group(plan, workers, kind, request);
+  if (deferred) {
+    group.on_first_spawn([&] {
+      rendezvous = Rendezvous::host("127.0.0.1", plan.master_port, request.rendezvous_timeout);
+      rendezvous->publish_run_id(plan.run_id);
+    });
+  }
   SupervisorOptions options;
   options.monitor_interval_s = config.monitor_interval;
   options.grace_period_s = request.grace_period_s;

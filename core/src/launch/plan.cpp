@@ -158,6 +158,7 @@ Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, i
   vars["MASTER_PORT"] = std::to_string(plan.master_port);
   vars["ACCEL_RESTART_COUNT"] = std::to_string(restart_count);
   if (!plan.plugin_path.empty()) vars["ACCEL_BACKEND_PLUGIN_PATH"] = plan.plugin_path;
+  if (!plan.run_id.empty()) vars["ACCEL_RUN_ID"] = plan.run_id;
   if (!plan.visible_devices_env.empty() && !plan.gpu_ids.empty())
     vars[plan.visible_devices_env] = join(plan.gpu_ids);
   return vars;

@@ -39,6 +39,8 @@ struct LaunchPlan {
   std::string master_addr;       // where workers (and other launchers) find the store
   int master_port = 0;           // 0 until the store is up, when port 0 was asked for
   bool host_store = true;        // this launcher hosts the TCPStore
+  // Set when the workers start before the store is up: they check the store holds it.
+  std::string run_id;
   std::string backend;
   std::string visible_devices_env;  // "" when the plugin has none
   std::string plugin_path;          // the chosen plugin's file: ACCEL_BACKEND_PLUGIN_PATH
@@ -64,7 +66,8 @@ RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan);
 // LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, the
 // visible-devices variable (the whole gpu_ids list; LOCAL_RANK picks the device),
 // ACCEL_RESTART_COUNT, ACCEL_BACKEND_PLUGIN_PATH (the plugin the launcher checked, so a
-// worker loads the same file) and to_environment(worker_config).
+// worker loads the same file), ACCEL_RUN_ID (when the plan has one) and
+// to_environment(worker_config).
 Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
                              int restart_count);
 

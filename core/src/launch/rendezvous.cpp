@@ -84,6 +84,8 @@ std::unique_ptr<Rendezvous> Rendezvous::join(const std::string& addr, int port,
 
 int Rendezvous::port() const { return store_->port(); }
 
+void Rendezvous::publish_run_id(const std::string& run_id) { store_->set(kRunIdKey, run_id); }
+
 void Rendezvous::agree(const LaunchPlan& plan) {
   auto& store = *store_;
   const std::string mine = encode_agreement(plan);

@@ -37,6 +37,11 @@ class Rendezvous {
   // machine that did not join within the timeout.
   void agree(const LaunchPlan& plan);
 
+  // Stores `run_id` under kRunIdKey, where the workers that were started before the
+  // store look for their ACCEL_RUN_ID (comm/distributed.cpp reads the same key).
+  void publish_run_id(const std::string& run_id);
+  static constexpr const char* kRunIdKey = "accel/launch/run_id";
+
  private:
   Rendezvous(std::unique_ptr<RendezvousStore> store, std::string where,
              std::chrono::milliseconds timeout);

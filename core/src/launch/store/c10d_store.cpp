@@ -1,14 +1,10 @@
 // libaccel_rendezvous.so: the launcher's rendezvous store over c10d::TCPStore. The only
 // launch code that touches LibTorch; the launcher dlopens it (rendezvous_store.hpp).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "launch/rendezvous_store.hpp"
+#include "launch/store_port.hpp"
 
 namespace accel::launcher {
 namespace {
@@ -24,40 +20,8 @@ bool port_in_use(const std::string& message) {
          message.find("errno: 98") != std::string::npos;
 }
 
-// Whether binding `port` on every interface fails with EADDRINUSE, as c10d's listener
-// (IPv6 dual-stack, then IPv4, with SO_REUSEADDR) would. Checked first so the user sees
-// one line instead of c10d's glog warnings and a stack trace.
-bool port_taken(int port) {
-  for (int family : {AF_INET6, AF_INET}) {
-    const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    const int on = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    int rc = 0;
-    if (family == AF_INET6) {
-      sockaddr_in6 addr{};
-      addr.sin6_family = AF_INET6;
-      addr.sin6_addr = in6addr_any;
-      addr.sin6_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    } else {
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_ANY);
-      addr.sin_port = htons(static_cast<uint16_t>(port));
-      rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    }
-    const int error = errno;
-    ::close(fd);
-    return rc != 0 && error == EADDRINUSE;
-  }
-  return false;
-}
-
 std::runtime_error port_in_use_error(int port) {
-  return std::runtime_error("main_process_port " + std::to_string(port) +
-                            " is already in use on this machine; pass --main_process_port 0 "
-                            "to pick a free one (or choose another port)");
+  return std::runtime_error(port_in_use_message(port));
 }
 
 class C10dStore : public RendezvousStore {
@@ -115,7 +79,6 @@ class C10dStoreFactory : public RendezvousStoreFactory {
     options.isServer = true;
     options.waitWorkers = false;
     options.timeout = timeout;
-    if (port != 0 && port_taken(port)) throw port_in_use_error(port);
     std::shared_ptr<c10d::TCPStore> store;
     try {
       store = std::make_shared<c10d::TCPStore>(addr, options);
