@@ -138,6 +138,7 @@ int run(int argc, char** argv) {
   auto [model, opt, train_loader, test_loader] = accelerator.prepare(
       net, optimizer, accel::DataLoader(train.data, train.targets, train_options),
       accel::DataLoader(test.data, test.targets, test_options));
+  auto& prepared = model;  // C++17 lambdas cannot capture a structured binding
   accelerator.print(examples::format(
       "cv_example: %zu train / %zu test images, %d process(es) on %s, %d threads each",
       train.size(), test.size(), accelerator.num_processes(), accelerator.backend().c_str(),
@@ -163,7 +164,7 @@ int run(int argc, char** argv) {
       if ((flags.limit_train_batches > 0 && steps == flags.limit_train_batches) || stop()) break;
       at::Tensor loss = [&] {
         auto autocast = accelerator.autocast();  // mixed precision, when configured
-        return torch::nn::functional::cross_entropy(model(batch.data), batch.target);
+        return torch::nn::functional::cross_entropy(prepared(batch.data), batch.target);
       }();
       accelerator.backward(loss);
       opt.step();

@@ -209,7 +209,7 @@ fs::path save_checkpoint_auto(const fs::path& project_dir, const CheckpointParts
   const fs::path root = checkpoints_root(project_dir);
   // Every rank computes n from the same listing: the previous save's last barrier made
   // its rename visible, and temporary directories do not count.
-  const fs::path dir = root / ("checkpoint_" + std::to_string(next_index(root)));
+  fs::path dir = root / ("checkpoint_" + std::to_string(next_index(root)));
   Save(parts, options).run(dir, "", &root);
   return dir;
 }
@@ -313,14 +313,14 @@ class Load {
   void load_rng() {
     const std::string file = rng_file(options_.rank);
     if (!same_world()) {
-      report_.not_restored.push_back(
+      report_.not_restored.emplace_back(
           "random generator states were not restored: they are per process, saved by " +
           std::to_string(manifest_.world_size) + " processes, resumed by " +
           std::to_string(options_.world_size) + "; the generators keep their seeds");
       return;
     }
     if (manifest_.files.count(file) == 0) {
-      report_.not_restored.push_back(
+      report_.not_restored.emplace_back(
           "random generator states were not restored: the checkpoint has none (saved with save_rng "
           "= false)");
       return;

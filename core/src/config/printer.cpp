@@ -87,8 +87,8 @@ std::string format_config_show(const ResolvedConfig& resolved) {
     add_aligned(lines, out);
     out.append("\n[").append(name).append("]\n");
     for (const auto& [key, text] : std::get<config::StringTable>(value))
-      lines.emplace_back(config::toml_key(key) + " = " + config::toml_quote(text),
-                         resolved.origin(name + "." + key).to_string());
+      lines.emplace_back(config::toml_key(key).append(" = ").append(config::toml_quote(text)),
+                         resolved.origin(std::string(name).append(".").append(key)).to_string());
   }
   add_aligned(lines, out);
   return out;

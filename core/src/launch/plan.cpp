@@ -169,7 +169,8 @@ std::vector<std::string> environment_block(const Environment& base, const Enviro
   for (const auto& [key, value] : overrides) merged[key] = value;
   std::vector<std::string> block;
   block.reserve(merged.size());
-  for (const auto& [key, value] : merged) block.push_back(key + "=" + value);
+  for (const auto& [key, value] : merged)
+    block.push_back(std::string(key).append("=").append(value));
   return block;
 }
 
@@ -192,9 +193,10 @@ std::string agreement_difference(const std::string& encoded_a, int machine_a,
       if (other_field == field) other_value = other;
     }
     if (other_value == value) continue;
-    differences += (differences.empty() ? "" : "; ") + field + ": " + value + " on machine " +
-                   std::to_string(machine_a) + ", " + other_value + " on machine " +
-                   std::to_string(machine_b);
+    if (!differences.empty()) differences += "; ";
+    differences.append(field).append(": ").append(value).append(" on machine ");
+    differences.append(std::to_string(machine_a)).append(", ").append(other_value);
+    differences.append(" on machine ").append(std::to_string(machine_b));
   }
   return differences;
 }

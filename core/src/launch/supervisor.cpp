@@ -89,11 +89,11 @@ class Attempt {
   std::vector<Worker> workers;
 
  private:
-  void spawn_one(size_t index, const std::vector<int>& child_closes);
-  [[noreturn]] void child_setup(size_t index, pid_t parent, const std::vector<int>& closes);
+  void spawn_one(size_t index, const std::vector<int>& child_fds);
+  [[noreturn]] void child_setup(size_t index, pid_t parent, const std::vector<int>& fds);
   void handle_signals();
   void read_output(OutputPipe& pipe, Worker& worker);
-  void emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line);
+  void emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) const;
   void reap();
   void stop_all(int signal_number);
   bool any_running() const;
@@ -181,7 +181,7 @@ void Attempt::child_setup(size_t index, pid_t parent, const std::vector<int>& fd
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the launcher died before prctl
   if (::dup2(fds[0], 1) < 0 || ::dup2(fds[1], 2) < 0) ::_exit(127);
-  for (size_t i = 0; i < fds.size(); ++i) ::close(fds[i]);
+  for (int fd : fds) ::close(fd);
   struct sigaction action {};
   action.sa_handler = SIG_DFL;
   sigemptyset(&action.sa_mask);
@@ -245,7 +245,7 @@ void Attempt::handle_signals() {
   }
 }
 
-void Attempt::emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) {
+void Attempt::emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) const {
   worker.tail.push_back(line);
   while (worker.tail.size() > options_.tail_lines) worker.tail.pop_front();
   if (options_.quiet && worker.spec.rank != 0) return;

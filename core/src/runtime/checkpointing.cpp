@@ -82,8 +82,8 @@ fs::path Accelerator::save_state(const fs::path& dir) {
   CheckpointParts parts = checkpoint_parts(s);
   CheckpointOptions options = checkpoint_options(s);
   options.temp_token = shared_token(s);
-  const fs::path saved = dir.empty() ? save_checkpoint_auto(s.project_dir, parts, options)
-                                     : save_checkpoint(dir, parts, options);
+  fs::path saved = dir.empty() ? save_checkpoint_auto(s.project_dir, parts, options)
+                               : save_checkpoint(dir, parts, options);
   if (is_main_process()) spdlog::info("save_state: step {} saved to {}", s.step, saved.string());
   return saved;
 }
