@@ -13,6 +13,10 @@ struct Flags {
   int warmup = 3;             // untimed steps; the first one is the launch mark
   int steps = 20;             // timed steps (0: stop after warm-up)
   int threads = 1;            // torch::set_num_threads
+  // accelrun only (the reducer's buckets; -1: AcceleratorOptions' default), for finding
+  // out what bucketing does to throughput.
+  double bucket_cap_mb = -1;
+  double first_bucket_cap_mb = -1;
 };
 
 // Errors name the flag; the caller prefixes the program's name.
@@ -31,8 +35,14 @@ inline Flags parse_flags(int argc, char** argv) {
         f.steps = std::stoi(value);
       } else if (arg == "--threads") {
         f.threads = std::stoi(value);
+      } else if (arg == "--bucket_cap_mb") {
+        f.bucket_cap_mb = std::stod(value);
+      } else if (arg == "--first_bucket_cap_mb") {
+        f.first_bucket_cap_mb = std::stod(value);
       } else {
-        throw std::invalid_argument("unknown flag; known: --model --warmup --steps --threads");
+        throw std::invalid_argument(
+            "unknown flag; known: --model --warmup --steps --threads --bucket_cap_mb "
+            "--first_bucket_cap_mb");
       }
     } catch (const std::logic_error& e) {
       std::string message = arg;

@@ -23,6 +23,8 @@ int run(int argc, char** argv) {
   torch::set_num_threads(flags.threads);
   accel::AcceleratorOptions options;
   options.seed = 42;  // the same weights and batch on every rank, as the peer
+  if (flags.bucket_cap_mb >= 0) options.bucket_cap_mb = flags.bucket_cap_mb;
+  if (flags.first_bucket_cap_mb >= 0) options.first_bucket_cap_mb = flags.first_bucket_cap_mb;
   accel::Accelerator accelerator(options);
   bench::Workload w = bench::make_workload(flags.model);
   auto [model, opt] = accelerator.prepare(w.module, w.optimizer);

@@ -68,7 +68,9 @@ double lr_of(const torch::optim::Optimizer& optimizer) {
 // Gradient accumulation over 2 steps: the prepared scheduler moves only on sync steps,
 // num_processes times each (a schedule written for one process counts batches); a
 // reference StepLR stepped that way by hand must give the same learning rates.
-void scheduler_follows_the_optimizer(bool with_optimizer) {
+// With split_loader, a prepared DataLoader built with split_batches (and no
+// AcceleratorOptions::split_batches) makes each step one batch: one scheduler step.
+void scheduler_follows_the_optimizer(bool with_optimizer, bool split_loader = false) {
   accel::AcceleratorOptions options;
   options.gradient_accumulation_steps = 2;
   options.step_scheduler_with_optimizer = with_optimizer;
@@ -77,6 +79,13 @@ void scheduler_follows_the_optimizer(bool with_optimizer) {
   auto optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
   auto scheduler = std::make_shared<torch::optim::StepLR>(*optimizer, 1, 0.5);
   auto [m, opt, sched] = accelerator.prepare(model, optimizer, scheduler);
+  if (split_loader) {
+    accel::DataLoaderOptions loader_options;
+    loader_options.batch_size = 4;
+    loader_options.split_batches = true;
+    accelerator.prepare_data_loader(
+        accel::DataLoader(torch::ones({16, 4}), torch::ones({16, 1}), loader_options));
+  }
 
   torch::nn::Linear reference_model(4, 1);
   torch::optim::SGD reference_opt(reference_model->parameters(), 0.1);
@@ -89,7 +98,7 @@ void scheduler_follows_the_optimizer(bool with_optimizer) {
     sched.step();
     opt.zero_grad();
     const bool stepped = !with_optimizer || scope.sync_gradients();
-    const int times = with_optimizer ? accelerator.num_processes() : 1;
+    const int times = with_optimizer && !split_loader ? accelerator.num_processes() : 1;
     for (int i = 0; stepped && i < times; ++i) reference.step();
     sync_steps += scope.sync_gradients() ? 1 : 0;
     WCHECK(lr_of(opt.optimizer()) == lr_of(reference_opt), "step %d: lr %g, expected %g", step,
@@ -162,6 +171,10 @@ std::vector<std::string> lines_of(const fs::path& path) {
 
 TEST(AcceleratorScheduler, StepsNumProcessesTimesOnSyncStepsOnly) {
   run([] { return worker([] { scheduler_follows_the_optimizer(true); }); });
+}
+
+TEST(AcceleratorScheduler, StepsOnceOnSyncStepsWithASplitBatchesLoader) {
+  run([] { return worker([] { scheduler_follows_the_optimizer(true, /*split_loader=*/true); }); });
 }
 
 TEST(AcceleratorScheduler, StepsOnEveryCallWithoutStepSchedulerWithOptimizer) {

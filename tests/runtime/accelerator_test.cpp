@@ -95,6 +95,7 @@ struct ParityCase {
   int64_t steps = 5;     // optimizer steps
   int accumulation = 1;  // gradient_accumulation_steps
   double bucket_cap_mb = 25;
+  double first_bucket_cap_mb = 1;
 };
 
 // DDP over the accelerator's processes vs. one process with the global batch.
@@ -102,6 +103,7 @@ void parity(const ParityCase& c) {
   accel::AcceleratorOptions options;
   options.gradient_accumulation_steps = c.accumulation;
   options.bucket_cap_mb = c.bucket_cap_mb;
+  options.first_bucket_cap_mb = c.first_bucket_cap_mb;
   accel::Accelerator accelerator = make_accelerator(options);
   const int64_t world = accelerator.num_processes();
   const int64_t global = world * c.batch;
@@ -141,7 +143,14 @@ void parity(const ParityCase& c) {
     const accel::Reducer* reducer = accelerator.reducer(m);
     WCHECK(reducer != nullptr, "no reducer");
     const std::size_t buckets = reducer->buckets().size();
-    if (c.bucket_cap_mb >= 1) WCHECK(buckets == 1, "%zu buckets with a large cap", buckets);
+    if (c.bucket_cap_mb >= 1 && c.first_bucket_cap_mb >= 1)
+      WCHECK(buckets == 1, "%zu buckets with large caps", buckets);
+    if (c.bucket_cap_mb >= 1 && c.first_bucket_cap_mb < 0.000001 && c.first_bucket_cap_mb > 0) {
+      // A first cap below one parameter: the last parameter alone, the rest together.
+      WCHECK(buckets == 2 && reducer->buckets().front().size() == 1,
+             "%zu buckets, the first with %zu parameter(s), with a tiny first cap", buckets,
+             reducer->buckets().front().size());
+    }
     if (c.bucket_cap_mb < 0.001) WCHECK(buckets >= 4, "%zu buckets with a tiny cap", buckets);
     // Reverse registration order: fc4's parameters come first.
     WCHECK(reducer->buckets().front().front() == m->parameters().size() - 1,
@@ -204,6 +213,12 @@ TEST(AcceleratorParity, TwoProcessesMatchOneWithTheGlobalBatch) {
 TEST(AcceleratorParity, ManySmallBuckets) {
   ParityCase c;
   c.bucket_cap_mb = 0.0005;  // 524 bytes: about one parameter per bucket
+  run(2, [c] { return worker([c] { parity(c); }); });
+}
+
+TEST(AcceleratorParity, SmallFirstBucket) {
+  ParityCase c;
+  c.first_bucket_cap_mb = 0.0000001;  // 0.1 byte: the first bucket closes after one parameter
   run(2, [c] { return worker([c] { parity(c); }); });
 }
 

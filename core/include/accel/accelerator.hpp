@@ -92,8 +92,10 @@ struct AcceleratorOptions {
   bool find_unused_parameters = false;
   // Broadcast rank 0's buffers (batch-norm statistics) after every synchronised backward.
   bool broadcast_buffers = true;
-  // Reducer bucket size in MiB (DDP's bucket_cap_mb).
+  // Reducer bucket size in MiB (DDP's bucket_cap_mb), and the first bucket's, which
+  // closes early so its all-reduce overlaps backward (ReducerOptions; 0 = no own cap).
   double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
   // Data loaders: batch_size is the global batch, split over the processes; and pad the
   // last round so every process gets the same number of batches. A DataLoader's options
   // are fixed when it is built (DataLoaderOptions), so when these are set, prepare checks

@@ -9,7 +9,8 @@
 // How it works:
 //   - Parameters that require grad are grouped into buckets of about bucket_cap_mb, in
 //     reverse registration order (the order backward usually produces gradients), one
-//     dtype and device per bucket. Every rank builds the same buckets.
+//     dtype and device per bucket; the first closes once it reaches first_bucket_cap_mb.
+//     Every rank builds the same buckets.
 //   - A post hook on each parameter's gradient accumulator fires when its .grad is final
 //     for this backward; it copies the gradient into its bucket's flat tensor. When a
 //     bucket is complete it is all-reduced (ReduceOp::kAvg) on the communicator's stream
@@ -49,6 +50,11 @@ namespace accel {
 struct ReducerOptions {
   // Bucket size limit in MiB (a bucket holds at least one parameter, whatever its size).
   double bucket_cap_mb = 25.0;
+  // The first bucket (the last layers' gradients, ready first in backward) closes as soon
+  // as it holds this many MiB, as DDP's 1 MiB first bucket: its all-reduce then starts
+  // early and overlaps the rest of backward instead of waiting for a 25 MiB bucket to
+  // fill. 0 = the first bucket is capped like the others.
+  double first_bucket_cap_mb = 1.0;
   // Treat parameters without a gradient at the end of backward as ready with zeros.
   bool find_unused_parameters = false;
 };

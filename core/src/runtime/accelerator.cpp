@@ -34,6 +34,10 @@ std::shared_ptr<AcceleratorState> make_state(std::shared_ptr<DistributedContext>
     throw std::invalid_argument("Accelerator: bucket_cap_mb must be > 0 (got " +
                                 std::to_string(options.bucket_cap_mb) + ")");
   }
+  if (!(options.first_bucket_cap_mb >= 0)) {
+    throw std::invalid_argument("Accelerator: first_bucket_cap_mb must be >= 0 (got " +
+                                std::to_string(options.first_bucket_cap_mb) + ")");
+  }
   // CPU tensors have no device index; other device types use the process's device.
   state->device =
       context->device_type() == c10::DeviceType::CPU
@@ -247,6 +251,7 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) const {
   at::Tensor all = at::empty(out_shape, padded.options());
   comm.all_gather(all, padded).wait();
   std::vector<at::Tensor> pieces;
+  pieces.reserve(static_cast<std::size_t>(comm.world_size()));
   for (int r = 0; r < comm.world_size(); ++r) {
     pieces.push_back(all.narrow(0, r * longest, shapes[r][0]));
   }

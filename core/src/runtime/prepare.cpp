@@ -43,6 +43,7 @@ void Accelerator::prepare_model(const std::shared_ptr<torch::nn::Module>& model)
     }
     ReducerOptions reducer_options;
     reducer_options.bucket_cap_mb = s.options.bucket_cap_mb;
+    reducer_options.first_bucket_cap_mb = s.options.first_bucket_cap_mb;
     reducer_options.find_unused_parameters = s.options.find_unused_parameters;
     entry.reducer =
         std::make_unique<Reducer>(std::move(params), std::move(names), *s.comm(), reducer_options);
@@ -68,7 +69,8 @@ struct SchedulerAccess : torch::optim::LRScheduler {
 };
 
 // A prepared scheduler's checkpoint state: {"step_count": int64}.
-std::unique_ptr<Stateful> scheduler_state(std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+std::unique_ptr<Stateful> scheduler_state(
+    const std::shared_ptr<torch::optim::LRScheduler>& scheduler) {
   auto save = [scheduler] {
     return TensorMap{{"step_count", at::scalar_tensor(static_cast<int64_t>(
                                                           SchedulerAccess::step_count(*scheduler)),
@@ -106,6 +108,7 @@ DataLoader Accelerator::prepare_data_loader(DataLoader loader) const {
   check("split_batches", o.split_batches, loader.options().split_batches);
   check("even_batches", o.even_batches, loader.options().even_batches);
   loader.shard(process_index(), num_processes());
+  if (loader.options().split_batches) state_->loaders_split_batches = true;
   // save_state/load_state read and set where its passes stand.
   auto progress = std::make_shared<DataLoaderProgress>();
   loader.track_progress(progress);
@@ -144,8 +147,9 @@ void AcceleratedScheduler::step() {
   }
   if (!s.sync_gradients || s.step_skipped) return;
   // As Accelerate: a schedule written for one process counts samples, and each step
-  // here consumed num_processes batches (one with split_batches).
-  const int times = s.options.split_batches.value_or(false) ? 1 : s.world();
+  // here consumed num_processes batches (one with split_batches: the option's, or a
+  // prepared loader's when the option is unset).
+  const int times = s.options.split_batches.value_or(s.loaders_split_batches) ? 1 : s.world();
   for (int i = 0; i < times; ++i) scheduler_->step();
 }
 
@@ -177,6 +181,7 @@ double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, d
   }
   if (grads.empty()) return 0.0;
   std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
   for (const at::Tensor& g : grads) {
     norms.push_back(std::isinf(norm_type) ? g.abs().max().to(at::kDouble)
                                           : g.norm(norm_type).to(at::kDouble));

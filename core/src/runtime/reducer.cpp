@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -85,6 +86,10 @@ struct Reducer::Impl {
 
 void Reducer::Impl::build_buckets() {
   const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
+  const int64_t first_cap =
+      options.first_bucket_cap_mb > 0
+          ? std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_cap_mb * 1048576.0))
+          : 0;
   slots.resize(params.size());
   Bucket current;
   int64_t current_bytes = 0;
@@ -113,6 +118,8 @@ void Reducer::Impl::build_buckets() {
     current.params.push_back(i);
     current.offsets.push_back(offset);
     current_bytes += bytes;
+    // DDP's rule for its first bucket: close once it holds the cap, not before exceeding it.
+    if (buckets.empty() && first_cap > 0 && current_bytes >= first_cap) close();
   }
   close();
 }
@@ -153,6 +160,10 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
   if (!(options.bucket_cap_mb > 0)) {
     throw std::invalid_argument("Reducer: bucket_cap_mb must be > 0 (got " +
                                 std::to_string(options.bucket_cap_mb) + ")");
+  }
+  if (!(options.first_bucket_cap_mb >= 0)) {
+    throw std::invalid_argument("Reducer: first_bucket_cap_mb must be >= 0 (got " +
+                                std::to_string(options.first_bucket_cap_mb) + ")");
   }
   if (!names.empty() && names.size() != parameters.size()) {
     throw std::invalid_argument("Reducer: " + std::to_string(names.size()) + " names for " +

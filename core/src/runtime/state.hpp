@@ -24,6 +24,9 @@ struct AcceleratorState {
   bool sync_gradients = true;
   std::int64_t accumulation_step = 0;
   bool step_skipped = false;
+  // A prepared DataLoader splits each batch over the processes (its own option, when
+  // AcceleratorOptions::split_batches is unset): the scheduler then steps once per step.
+  bool loaders_split_batches = false;
 
   std::unique_ptr<amp::GradScaler> scaler;  // fp16 only
   // Optimizers whose gradients were unscaled since their last step (fp16).
