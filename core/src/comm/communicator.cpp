@@ -5,6 +5,7 @@
 #include <ATen/Functions.h>
 #include <c10/core/Device.h>
 
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <sstream>
@@ -98,7 +99,7 @@ struct Work::State {
   std::shared_ptr<Communicator::Impl> comm;  // keeps the plugin's communicator alive
   std::string plugin;
   std::string operation;             // "all_reduce"
-  Event done;                        // recorded on the communication stream after the operation
+  std::shared_ptr<Event> done;       // recorded on the communication stream after the operation
   std::function<void()> on_success;  // e.g. copy a staging tensor out
   std::mutex mutex;
   bool finished = false;
@@ -108,7 +109,7 @@ struct Work::State {
 bool Work::is_completed() const {
   if (!state_) return true;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->finished || state_->done.query();
+  return state_->finished || state_->done->query();
 }
 
 void Work::wait() {
@@ -118,7 +119,7 @@ void Work::wait() {
   if (!s.finished) {
     s.finished = true;
     try {
-      s.done.synchronize();
+      s.done->synchronize();
       if (s.on_success) s.on_success();
     } catch (const BackendError& e) {
       // Name the collective, not event_synchronize: that is what the user called.
@@ -146,7 +147,16 @@ struct Communicator::Impl {
   std::string device_type_name;
   Stream compute;  // the wrapped native compute stream
   Event ready;     // recorded on `compute` before each operation
-  Stream stream;   // the communication stream
+  // Operations enqueued and not yet seen finished, with the tensors they use: kept here,
+  // not in the Work, so dropping a Work early never frees memory an operation still
+  // uses. Released in order as their events complete (checked at each enqueue), and
+  // after `comm` and `stream` are gone (declared before them, so destroyed after).
+  struct InFlight {
+    std::shared_ptr<Event> done;
+    std::vector<at::Tensor> tensors;
+  };
+  std::deque<InFlight> in_flight;
+  Stream stream;  // the communication stream
   Comm comm;
   std::mutex mutex;
   bool checked_once = false;
@@ -169,13 +179,6 @@ accel_buffer buffer_of(const at::Tensor& t, int32_t device) {
   b.dtype = to_accel_dtype(t.scalar_type());
   b.device = device;
   return b;
-}
-
-// Releases the tensors of one operation on the communication stream once it ran, so
-// dropping a Work early never frees memory the operation still uses.
-accel_error* release_tensors(void* user_data) {
-  delete static_cast<std::vector<at::Tensor>*>(user_data);
-  return nullptr;
 }
 
 const char* kind_names[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
@@ -262,21 +265,25 @@ Work Communicator::Impl::enqueue(const char* op, std::vector<at::Tensor> keep,
   state->plugin = plugin->name();
   state->operation = op;
   state->on_success = std::move(on_success);
-  state->done = plugin->create_event(options.device);
+  // Events on one stream complete in order: release what the finished operations held.
+  // A failing query leaves them held; the failure reaches the caller through wait().
+  try {
+    while (!in_flight.empty() && in_flight.front().done->query()) in_flight.pop_front();
+  } catch (const std::exception&) {
+  }
+  state->done = std::make_shared<Event>(plugin->create_event(options.device));
   args.stream = stream.get();
   // Order after the caller's compute stream without blocking it.
   ready.record(compute);
   stream.wait(ready);
   (comm.*fn)(args);
-  auto* held = new std::vector<at::Tensor>(std::move(keep));
   try {
-    stream.enqueue_host_fn(&release_tensors, held);
+    state->done->record(stream);
+    in_flight.push_back({state->done, std::move(keep)});
   } catch (...) {
-    stream.synchronize();  // cannot hand them over: keep them until the stream drains
-    delete held;
+    stream.synchronize();  // no event to release them by: keep them until the stream drains
     throw;
   }
-  state->done.record(stream);
   return Work(std::move(state));
 }
 
@@ -304,14 +311,14 @@ Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d:
     throw std::invalid_argument("backend '" + plugin->name() + "' reports device type '" +
                                 impl.device_type_name + "', which LibTorch does not know");
   }
-  impl.plugin = plugin;
+  impl.plugin = std::move(plugin);
   impl.store = std::move(store);
   impl.bridge = std::make_unique<comm::KvStoreBridge>(
       impl.store, comm::KvStoreBridge::prefix_for(options.name));
   void* native = options.native_compute_stream ? options.native_compute_stream() : nullptr;
-  impl.compute = plugin->wrap_native_stream(options.device, native);
-  impl.ready = plugin->create_event(options.device);
-  impl.stream = plugin->create_stream(options.device);
+  impl.compute = impl.plugin->wrap_native_stream(options.device, native);
+  impl.ready = impl.plugin->create_event(options.device);
+  impl.stream = impl.plugin->create_stream(options.device);
 
   std::vector<accel_option> option_list;
   for (const auto& [key, value] : options.backend_options) {
@@ -333,7 +340,7 @@ Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d:
   args.options = option_list.empty() ? nullptr : option_list.data();
   args.num_options = option_list.size();
   impl.options = std::move(options);
-  impl.comm = plugin->create_comm(args);
+  impl.comm = impl.plugin->create_comm(args);
 }
 
 Communicator::~Communicator() = default;
@@ -421,7 +428,7 @@ Work Communicator::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor
   const int64_t n = input.numel();
   return all_gather_into(flat, input, [flat, targets, n]() {
     for (size_t r = 0; r < targets.size(); ++r) {
-      at::Tensor target = targets[r];
+      const at::Tensor& target = targets[r];
       const auto first = static_cast<int64_t>(r) * n;
       target.copy_(flat.slice(0, first, first + n).view(target.sizes()));
     }
