@@ -151,8 +151,16 @@ constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's defaul
 constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
-std::mutex g_live_mutex;
-std::map<accel_comm*, std::shared_ptr<accel_comm>> g_live;  // created, not destroyed
+// Communicators created and not destroyed. Never freed: a host may call shutdown from
+// its own static destructors, which exit can run after this library's (exit order).
+struct LiveComms {
+  std::mutex mutex;
+  std::map<accel_comm*, std::shared_ptr<accel_comm>> comms;
+};
+LiveComms& live_comms() {
+  static auto* live = new LiveComms;
+  return *live;
+}
 
 std::string where(const accel_comm* comm) {
   return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
@@ -553,9 +561,9 @@ accel_error* comm_create(accel_comm_create_args* args) {
                         "comm_create failed " + where(comm.get()) + ": " + e.what());
     }
     comm->store.reset();  // the host's store is not needed once the mesh is up
-    std::lock_guard<std::mutex> lock(g_live_mutex);
+    std::lock_guard<std::mutex> lock(live_comms().mutex);
     args->comm = comm.get();
-    g_live.emplace(comm.get(), std::move(comm));
+    live_comms().comms.emplace(comm.get(), std::move(comm));
     return nullptr;
   });
 }
@@ -565,11 +573,12 @@ accel_error* comm_destroy(accel_comm* comm) {
     if (comm == nullptr) return nullptr;
     std::shared_ptr<accel_comm> owner;
     {
-      std::lock_guard<std::mutex> lock(g_live_mutex);
-      auto it = g_live.find(comm);
-      if (it == g_live.end()) return invalid("comm_destroy: comm is not a live communicator");
+      std::lock_guard<std::mutex> lock(live_comms().mutex);
+      auto it = live_comms().comms.find(comm);
+      if (it == live_comms().comms.end())
+        return invalid("comm_destroy: comm is not a live communicator");
       owner = std::move(it->second);
-      g_live.erase(it);
+      live_comms().comms.erase(it);
     }
     if (!wait_for_outstanding(comm)) {
       std::lock_guard<std::mutex> lock(comm->mutex);
@@ -777,8 +786,8 @@ accel_error* comm_recv(const accel_collective_args* args) {
 void comms_shutdown() {
   std::vector<accel_comm*> live;
   {
-    std::lock_guard<std::mutex> lock(g_live_mutex);
-    for (const auto& entry : g_live) live.push_back(entry.first);
+    std::lock_guard<std::mutex> lock(live_comms().mutex);
+    for (const auto& entry : live_comms().comms) live.push_back(entry.first);
   }
   for (accel_comm* comm : live) {
     accel_error* error = comm_abort(comm);  // fail fast what still waits for peers

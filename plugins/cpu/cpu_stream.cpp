@@ -210,9 +210,12 @@ struct Registry {
   std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
 };
 
+// Never freed: a host may call shutdown from its own static destructors, which exit can
+// run after this library's (a function-local static built on first use is destroyed
+// before any static the host built earlier).
 Registry& registry() {
-  static Registry instance;
-  return instance;
+  static auto* instance = new Registry;
+  return *instance;
 }
 
 accel_stream* register_stream(std::shared_ptr<accel_stream> stream) {

@@ -134,6 +134,40 @@ TEST(CpuPluginLifecycle, LoadRunsNothingAndWorkNeedsInit) {
   std::filesystem::remove(copy);
 }
 
+// A host that keeps the plugin in a static object calls shutdown from that object's
+// destructor at exit, after the plugin's own statics were built (on first use, later
+// than the host's) and so after they were destroyed: shutdown must not touch them.
+struct StaticHost {
+  const accel_backend_api* table = nullptr;
+  ~StaticHost() {
+    if (table != nullptr && table->shutdown() != nullptr) std::_Exit(3);
+  }
+};
+
+TEST(CpuPluginLifecycle, ShutdownFromAStaticDestructorAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork
+  const std::string copy =
+      ::testing::TempDir() + "libbackend_cpu_exit_" + std::to_string(getpid()) + ".so";
+  std::filesystem::copy_file(ACCEL_CPU_PLUGIN_PATH, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_EXIT(
+      {
+        static StaticHost host;  // built before the plugin's statics: destroyed after them
+        void* handle = nullptr;
+        const accel_backend_api* fresh = load_fresh_copy(copy, &handle);
+        accel_init_args args{};
+        args.struct_size = ACCEL_INIT_ARGS_STRUCT_SIZE;
+        accel_stream* stream = nullptr;
+        if (fresh == nullptr || fresh->init(&args) != nullptr ||
+            fresh->stream_create(0, &stream) != nullptr)
+          std::_Exit(2);
+        host.table = fresh;  // a live stream is left for shutdown to drain
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  std::filesystem::remove(copy);
+}
+
 // shutdown drains and joins the streams the host left alive; init works again after.
 TEST(CpuPluginLifecycle, ShutdownJoinsLiveStreamsAndInitWorksAgain) {
   api();
