@@ -56,6 +56,7 @@
 
 #include "cpu_comm_store.h"
 #include "cpu_error.h"
+#include "cpu_global.h"
 #include "cpu_plugin.h"
 #include "cpu_reduce.h"
 #include "cpu_stream.h"
@@ -151,16 +152,13 @@ constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's defaul
 constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
-// Communicators created and not destroyed. Never freed: a host may call shutdown from
-// its own static destructors, which exit can run after this library's (exit order).
+// Communicators created and not destroyed; freed by comms_shutdown (cpu_global.h).
 struct LiveComms {
   std::mutex mutex;
   std::map<accel_comm*, std::shared_ptr<accel_comm>> comms;
 };
-LiveComms& live_comms() {
-  static auto* live = new LiveComms;
-  return *live;
-}
+ShutdownOwned<LiveComms> g_live_comms;
+LiveComms& live_comms() { return g_live_comms.get(); }
 
 std::string where(const accel_comm* comm) {
   return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
@@ -795,6 +793,7 @@ void comms_shutdown() {
     error = comm_destroy(comm);
     if (error != nullptr) error_destroy(error);
   }
+  delete g_live_comms.release();
 }
 
 }  // namespace accel_cpu

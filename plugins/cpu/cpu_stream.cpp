@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu_error.h"
+#include "cpu_global.h"
 #include "cpu_plugin.h"
 
 namespace accel_cpu {
@@ -210,13 +211,9 @@ struct Registry {
   std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
 };
 
-// Never freed: a host may call shutdown from its own static destructors, which exit can
-// run after this library's (a function-local static built on first use is destroyed
-// before any static the host built earlier).
-Registry& registry() {
-  static auto* instance = new Registry;
-  return *instance;
-}
+ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown (cpu_global.h)
+
+Registry& registry() { return g_registry.get(); }
 
 accel_stream* register_stream(std::shared_ptr<accel_stream> stream) {
   accel_stream* handle = stream.get();
@@ -299,15 +296,9 @@ void streams_wait_all() {
 }
 
 void streams_shutdown() {
-  Registry& live = registry();
-  std::unordered_map<accel_stream*, std::shared_ptr<accel_stream>> streams;
-  std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
-  {
-    std::lock_guard<std::mutex> lock(live.mutex);
-    streams.swap(live.streams);
-    events.swap(live.events);
-  }
-  for (auto& entry : streams) stop_and_join(*entry.second);
+  const std::unique_ptr<Registry> live(g_registry.release());
+  if (!live) return;
+  for (auto& entry : live->streams) stop_and_join(*entry.second);
 }  // streams and events are freed here, after every worker has drained
 
 // -------------------------------------------------------------- table entries
