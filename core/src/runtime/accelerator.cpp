@@ -34,9 +34,9 @@ std::shared_ptr<AcceleratorState> make_state(std::shared_ptr<DistributedContext>
     throw std::invalid_argument("Accelerator: bucket_cap_mb must be > 0 (got " +
                                 std::to_string(options.bucket_cap_mb) + ")");
   }
-  if (!(options.first_bucket_cap_mb >= 0)) {
+  if (options.first_bucket_cap_mb && !(*options.first_bucket_cap_mb >= 0)) {
     throw std::invalid_argument("Accelerator: first_bucket_cap_mb must be >= 0 (got " +
-                                std::to_string(options.first_bucket_cap_mb) + ")");
+                                std::to_string(*options.first_bucket_cap_mb) + ")");
   }
   // CPU tensors have no device index; other device types use the process's device.
   state->device =

@@ -43,7 +43,8 @@ void Accelerator::prepare_model(const std::shared_ptr<torch::nn::Module>& model)
     }
     ReducerOptions reducer_options;
     reducer_options.bucket_cap_mb = s.options.bucket_cap_mb;
-    reducer_options.first_bucket_cap_mb = s.options.first_bucket_cap_mb;
+    reducer_options.first_bucket_cap_mb =
+        s.options.first_bucket_cap_mb.value_or(s.device.is_cpu() ? 0.0 : 1.0);
     reducer_options.find_unused_parameters = s.options.find_unused_parameters;
     entry.reducer =
         std::make_unique<Reducer>(std::move(params), std::move(names), *s.comm(), reducer_options);
