@@ -15,7 +15,9 @@
 //   4. set_device(LOCAL_RANK) (on a backend with fewer devices than local ranks, only
 //      device type "cpu" shares device 0; others are an error);
 //   5. connect a c10d::TCPStore client to MASTER_ADDR:MASTER_PORT (the launcher hosts
-//      it); with WORLD_SIZE=1 and no MASTER_ADDR there is no store;
+//      it); with WORLD_SIZE=1 and no MASTER_ADDR there is no store. With ACCEL_RUN_ID
+//      (the launcher forked this worker before its store was up) poll the port until
+//      the store listens, then refuse a store that does not hold that run id;
 //   6. create the world Communicator when WORLD_SIZE > 1 (a backend without
 //      collectives is then an error naming it).
 //

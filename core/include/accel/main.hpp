@@ -12,8 +12,8 @@
 // calls it with argv[0] = the library's path followed by the arguments after `--`. Its
 // return value is the worker's exit code. The worker's environment says who it is:
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
-// ACCEL_RESTART_COUNT, ACCEL_BACKEND_PLUGIN_PATH and the effective config as ACCEL_*
-// variables (`accelrun launch --help`).
+// ACCEL_RESTART_COUNT, ACCEL_BACKEND_PLUGIN_PATH, ACCEL_RUN_ID (one machine) and the
+// effective config as ACCEL_* variables (`accelrun launch --help`).
 #pragma once
 
 #if defined(_WIN32)
