@@ -132,10 +132,13 @@ bool host_after_spawn(const LaunchPlan& plan) {
   return plan.host_store && plan.num_machines == 1 && !plan.cluster;
 }
 
+// The store port to ask for: one process needs no agreed port, and a free one avoids
+// clashing with another run.
+int requested_port(const LaunchPlan& plan) { return plan.world_size == 1 ? 0 : plan.master_port; }
+
 std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request) {
   const bool several_hosts = plan.num_machines > 1 || plan.cluster.has_value();
-  // One process needs no agreed port: a free one avoids clashing with another run.
-  const int port = plan.world_size == 1 ? 0 : plan.master_port;
+  const int port = requested_port(plan);
   std::unique_ptr<Rendezvous> rendezvous;
   if (plan.host_store) {
     if (port != 0) choose_store_port(port);  // one clear line for a taken port
@@ -245,7 +248,7 @@ int run_launch(const LaunchRequest& request) {
   std::unique_ptr<Rendezvous> rendezvous;
   const bool deferred = host_after_spawn(plan);
   if (deferred) {
-    plan.master_port = choose_store_port(plan.world_size == 1 ? 0 : plan.master_port);
+    plan.master_port = choose_store_port(requested_port(plan));
     plan.run_id = new_run_id();
   } else {
     rendezvous = start_rendezvous(plan, request);

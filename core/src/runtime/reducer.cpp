@@ -88,7 +88,8 @@ void Reducer::Impl::build_buckets() {
   const auto cap = static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
   const int64_t first_cap =
       options.first_bucket_cap_mb > 0
-          ? std::max<int64_t>(1, static_cast<int64_t>(options.first_bucket_cap_mb * 1048576.0))
+          ? std::max<int64_t>(1,
+                              static_cast<int64_t>(options.first_bucket_cap_mb * 1024.0 * 1024.0))
           : 0;
   slots.resize(params.size());
   Bucket current;
