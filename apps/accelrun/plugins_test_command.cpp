@@ -1,4 +1,5 @@
-// accelrun plugins test PATH [--ranks N] [--large-elements N]: runs the conformance kit
+// accelrun plugins test PATH [--ranks N] [--large-elements N] [--time_scale X]: runs the
+// conformance kit
 // (accel_conformance, installed next to accelrun) against one plugin file.
 #include <unistd.h>
 
@@ -14,7 +15,7 @@ namespace accelrun {
 namespace {
 
 const char* const kTestHelp =
-    "Usage: accelrun plugins test PATH [--ranks N] [--large-elements N]\n"
+    "Usage: accelrun plugins test PATH [--ranks N] [--large-elements N] [--time_scale X]\n"
     "\n"
     "Runs the plugin conformance kit against one plugin file: the ABI checks, then every\n"
     "collective for every dtype and op in N real processes on 127.0.0.1 (checked against\n"
@@ -43,11 +44,14 @@ int plugins_test_command(const Args& args) {
   std::string path;
   int ranks = 2;
   long long large = 0;
+  double time_scale = 1;
   po::options_description options("Options");
   options.add_options()("help,h", "this help")("ranks", po::value(&ranks)->default_value(2),
                                                "worker processes, 2..16")(
       "large-elements", po::value(&large),
-      "f32 elements of the largest all_reduce (default 16M for 2 ranks, less for more)");
+      "f32 elements of the largest all_reduce (default 16M for 2 ranks, less for more)")(
+      "time_scale", po::value(&time_scale)->default_value(1),
+      "multiplies the latency bounds (abort within 2 s, ...): 1..100, more on an emulator");
   po::options_description all;
   all.add(options).add_options()("path", po::value(&path));
   po::positional_options_description positional;
@@ -72,6 +76,7 @@ int plugins_test_command(const Args& args) {
   if (vm.count("large-elements")) {
     argv_text.insert(argv_text.end(), {"--large-elements", std::to_string(large)});
   }
+  argv_text.insert(argv_text.end(), {"--time_scale", std::to_string(time_scale)});
   std::vector<char*> argv;
   argv.reserve(argv_text.size() + 1);
   for (auto& a : argv_text) argv.push_back(a.data());

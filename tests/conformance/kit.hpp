@@ -21,6 +21,7 @@ struct Worker {
   int rank = 0;
   int world = 1;
   size_t large_count = 0;  // elements of the largest all_reduce
+  double time_scale = 1;   // --time_scale: multiplies every latency bound
 };
 extern Worker g;
 

@@ -91,13 +91,14 @@ void drain(Rank& rank, Results& results) {
 }
 
 pid_t spawn_rank(const std::string& self, const std::string& plugin, const Scenario& scenario,
-                 int rank, int world, int port, size_t large, int* out_fd) {
+                 int rank, int world, int port, size_t large, double time_scale, int* out_fd) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   std::vector<std::string> extra = {"ACCEL_CONFORMANCE_RANK=" + std::to_string(rank),
                                     "ACCEL_CONFORMANCE_WORLD=" + std::to_string(world),
                                     "ACCEL_CONFORMANCE_PORT=" + std::to_string(port),
-                                    "ACCEL_CONFORMANCE_LARGE=" + std::to_string(large)};
+                                    "ACCEL_CONFORMANCE_LARGE=" + std::to_string(large),
+                                    "ACCEL_CONFORMANCE_TIME_SCALE=" + std::to_string(time_scale)};
   std::vector<char*> env;
   for (char** e = environ; *e; ++e) {
     if (std::strncmp(*e, "ACCEL_CONFORMANCE_", 18) != 0) env.push_back(*e);
@@ -130,7 +131,7 @@ std::string exit_text(int status) {
 
 // Runs one scenario; adds its checks to the counts.
 void run_scenario(const std::string& self, const std::string& plugin, const Scenario& scenario,
-                  int world, size_t large, int* passed, int* failed) {
+                  int world, size_t large, double time_scale, int* passed, int* failed) {
   c10d::TCPStoreOptions options;
   options.port = 0;
   options.isServer = true;
@@ -141,14 +142,15 @@ void run_scenario(const std::string& self, const std::string& plugin, const Scen
   Results results;
   std::vector<std::string> problems;
   for (int r = 0; r < world; ++r) {
-    ranks[r].pid =
-        spawn_rank(self, plugin, scenario, r, world, server.getPort(), large, &ranks[r].out);
+    ranks[r].pid = spawn_rank(self, plugin, scenario, r, world, server.getPort(), large, time_scale,
+                              &ranks[r].out);
     if (ranks[r].pid < 0) {
       problems.push_back("rank " + std::to_string(r) + " could not be started");
       ranks[r].done = true;
     }
   }
-  const auto deadline = Clock::now() + std::chrono::seconds(scenario.deadline_s);
+  const int deadline_s = static_cast<int>(scenario.deadline_s * time_scale);
+  const auto deadline = Clock::now() + std::chrono::seconds(deadline_s);
   auto alive = [&] {
     for (const Rank& r : ranks)
       if (!r.done) return true;
@@ -171,7 +173,7 @@ void run_scenario(const std::string& self, const std::string& plugin, const Scen
       kill(rank.pid, SIGKILL);
       waitpid(rank.pid, &rank.status, 0);
       problems.push_back("rank " + std::to_string(r) + " was killed after the " +
-                         std::to_string(scenario.deadline_s) + " s deadline");
+                         std::to_string(deadline_s) + " s deadline");
     } else if (rank.pid >= 0 && rank.status != 0) {
       problems.push_back("rank " + std::to_string(r) + " " + exit_text(rank.status));
     }
@@ -203,8 +205,10 @@ int usage(const char* message) {
   std::fprintf(stderr,
                "accel_conformance: %s\n"
                "usage: accel_conformance PLUGIN [--ranks N] [--large-elements N] "
-               "[--scenario NAME]...\n"
-               "scenarios: abi collectives large streams timeout abort small_store destroy\n",
+               "[--time_scale X] [--scenario NAME]...\n"
+               "scenarios: abi collectives large streams timeout abort small_store destroy\n"
+               "--time_scale X multiplies every latency bound and deadline (default 1; more\n"
+               "for sanitizer builds, emulators or a loaded machine)\n",
                message);
   return 2;
 }
@@ -218,6 +222,7 @@ int main(int argc, char** argv) {
   std::string plugin;
   int world = 2;
   long long large = -1;
+  double time_scale = 1;
   std::vector<std::string> only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -229,6 +234,8 @@ int main(int argc, char** argv) {
       world = std::atoi(argv[++i]);
     } else if (arg == "--large-elements" && has_value) {
       large = std::atoll(argv[++i]);
+    } else if (arg == "--time_scale" && has_value) {
+      time_scale = std::atof(argv[++i]);
     } else if (arg == "--scenario" && has_value) {
       only.push_back(argv[++i]);
     } else if (!arg.empty() && arg[0] == '-') {
@@ -244,6 +251,7 @@ int main(int argc, char** argv) {
   // ~16M f32 (64 MiB) for 2 ranks; less per rank with more ranks, to stay in memory.
   if (large < 0) large = (16LL << 20) * 2 / world;
   if (large < 1) return usage("--large-elements must be at least 1");
+  if (!(time_scale >= 1 && time_scale <= 100)) return usage("--time_scale must be 1..100");
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return usage("cannot find this program's path (/proc/self/exe)");
@@ -261,7 +269,8 @@ int main(int argc, char** argv) {
   if (failed == 0) {
     for (const Scenario& scenario : kScenarios) {
       if (selected(scenario.name)) {
-        run_scenario(self, plugin, scenario, world, static_cast<size_t>(large), &passed, &failed);
+        run_scenario(self, plugin, scenario, world, static_cast<size_t>(large), time_scale, &passed,
+                     &failed);
       }
     }
   } else {

@@ -326,14 +326,17 @@ void check_validation() {
          "null args");
 }
 
+// A latency bound in ms, times --time_scale (sanitizer builds, emulators, loaded CI).
+int64_t scaled(int64_t ms) { return static_cast<int64_t>(static_cast<double>(ms) * g.time_scale); }
+
 // The last rank withholds an all_reduce; the others get TIMEOUT in time.
 void check_timeout(int64_t timeout_ms) {
   if (g.rank == g.world - 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms + 4000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms + scaled(4000)));
     return;
   }
-  check_begin(format("timeout: a withheld all_reduce fails TIMEOUT naming it within %lld ms + 3 s",
-                     static_cast<long long>(timeout_ms)));
+  check_begin(format("timeout: a withheld all_reduce fails TIMEOUT naming it within %lld ms + %g s",
+                     static_cast<long long>(timeout_ms), 3 * g.time_scale));
   float x = 1;
   auto a = args_for(g.comm);
   a.send = a.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
@@ -346,7 +349,7 @@ void check_timeout(int64_t timeout_ms) {
   WCHECK(message.find("all_reduce") != std::string::npos &&
              message.find(std::to_string(timeout_ms) + " ms") != std::string::npos,
          "message: %s", message.c_str());
-  WCHECK(ms >= timeout_ms - 100 && ms < timeout_ms + 3000, "took %lld ms",
+  WCHECK(ms >= timeout_ms - 100 && ms < timeout_ms + scaled(3000), "took %lld ms",
          static_cast<long long>(ms));
 }
 
@@ -368,7 +371,7 @@ void check_abort() {
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
     WCHECK(code == ACCEL_STATUS_UNAVAILABLE, "peer: status %d: %s", code, message.c_str());
-    WCHECK(ms < 5000, "peer saw the abort after %lld ms", static_cast<long long>(ms));
+    WCHECK(ms < scaled(5000), "peer saw the abort after %lld ms", static_cast<long long>(ms));
     auto b = args_for(g.comm);
     WCHECK(take(g.api->comm_barrier(&b), &message) == ACCEL_STATUS_UNAVAILABLE,
            "peer's later op: %s", message.c_str());
@@ -390,7 +393,7 @@ void check_abort() {
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - aborted_at).count();
   aborter.join();
   WCHECK(code == ACCEL_STATUS_ABORTED, "status %d: %s", code, message.c_str());
-  WCHECK(ms < 2000, "abort took %lld ms", static_cast<long long>(ms));
+  WCHECK(ms < scaled(2000), "abort took %lld ms", static_cast<long long>(ms));
   WCHECK(take(g.api->comm_get_async_error(g.comm), &message) == ACCEL_STATUS_ABORTED, "async: %s",
          message.c_str());
   a.stream = nullptr;
@@ -415,7 +418,7 @@ accel_error* wait_for_release(void*) {
 void check_bounded_destroy(int64_t timeout_ms) {
   check_begin("destroy: comm_destroy with stuck work returns after the timeout");
   if (g.rank != 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms + 6000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms + scaled(6000)));
     WCHECK(take(g.api->comm_destroy(g.comm)) == ACCEL_STATUS_OK, "comm_destroy");
     return;
   }
@@ -432,7 +435,7 @@ void check_bounded_destroy(int64_t timeout_ms) {
   WCHECK(take(g.api->comm_destroy(g.comm)) == ACCEL_STATUS_OK, "comm_destroy");
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-  WCHECK(ms >= timeout_ms && ms < timeout_ms + 6000, "comm_destroy took %lld ms",
+  WCHECK(ms >= timeout_ms && ms < timeout_ms + scaled(6000), "comm_destroy took %lld ms",
          static_cast<long long>(ms));
   g_release = true;
   std::string message;
@@ -556,6 +559,7 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
   g.rank = env_int("ACCEL_CONFORMANCE_RANK");
   g.world = env_int("ACCEL_CONFORMANCE_WORLD");
   g.large_count = static_cast<size_t>(std::atoll(std::getenv("ACCEL_CONFORMANCE_LARGE")));
+  g.time_scale = std::atof(std::getenv("ACCEL_CONFORMANCE_TIME_SCALE"));
   const int port = env_int("ACCEL_CONFORMANCE_PORT");
   load_and_init(plugin_path);
   c10d::TCPStoreOptions options;
@@ -624,7 +628,8 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
   }
   const auto destroy_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - destroy_start).count();
-  WCHECK(destroy_ms < 3000, "comm_destroy took %lld ms", static_cast<long long>(destroy_ms));
+  WCHECK(destroy_ms < scaled(3000), "comm_destroy took %lld ms",
+         static_cast<long long>(destroy_ms));
   WCHECK(take(g.api->shutdown()) == ACCEL_STATUS_OK, "shutdown");
   check_end();
   return g_any_failure ? 1 : 0;
