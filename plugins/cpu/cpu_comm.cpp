@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +60,7 @@
 #include "cpu_global.h"
 #include "cpu_plugin.h"
 #include "cpu_reduce.h"
+#include "cpu_shm.h"
 #include "cpu_stream.h"
 
 namespace accel_cpu {
@@ -132,10 +134,16 @@ struct accel_comm : std::enable_shared_from_this<accel_comm> {
   std::vector<accel_cpu::SocketId> sockets;  // of the pairs; see the top of the file
   std::atomic<bool> aborted{false};
   uint32_t next_tag = 0;  // taken on the caller's thread: calls are serialised
+  // all_reduce through shared memory when every rank is on this machine (cpu_shm.h);
+  // NULL: gloo. Its calls run in ticket order (taken with the tag), one at a time.
+  bool shm_wanted = true;
+  std::unique_ptr<accel_cpu::ShmAllReduce> shm;
+  uint64_t shm_next_ticket = 0;  // taken on the caller's thread
 
   std::mutex mutex;                  // guards everything below
-  std::condition_variable finished;  // an operation finished
+  std::condition_variable finished;  // an operation finished, or shm_turn moved
   int outstanding = 0;
+  uint64_t shm_turn = 0;  // the ticket whose shared-memory all_reduce may run now
   accel_status_code failed_code = ACCEL_STATUS_OK;  // first failure of any operation
   std::string failed_message;
   accel_status_code async_code = ACCEL_STATUS_OK;  // first failure of stream work
@@ -203,6 +211,7 @@ void remember_failure(accel_comm* comm, const accel_error* error, bool async) {
   if (comm->failed_code == ACCEL_STATUS_OK) {
     comm->failed_code = error_code(error);
     comm->failed_message = error_message(error);
+    comm->finished.notify_all();  // a shared-memory all_reduce waiting for its turn
   }
   if (async && comm->async_code == ACCEL_STATUS_OK) {
     comm->async_code = error_code(error);
@@ -329,6 +338,38 @@ void ring_reduce_scatter(accel_comm* comm, uint32_t tag, const char* send, void*
   }
 }
 
+// Runs the shared-memory all_reduce of ticket once the earlier tickets are done
+// (they may sit on other streams); the turn passes on however it ends.
+void shm_all_reduce(accel_comm* comm, uint64_t ticket, void* send, void* recv, size_t count,
+                    accel_dtype dtype, ReduceFn fn, bool average) {
+  const auto deadline = Clock::now() + timeout_of(comm);
+  struct PassTurn {
+    accel_comm* comm;
+    uint64_t ticket;
+    ~PassTurn() {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      comm->shm_turn = std::max(comm->shm_turn, ticket + 1);
+      comm->finished.notify_all();
+    }
+  } pass{comm, ticket};
+  {
+    std::unique_lock<std::mutex> lock(comm->mutex);
+    comm->finished.wait_until(lock, deadline, [&] {
+      return comm->shm_turn == ticket || comm->aborted.load() ||
+             comm->failed_code != ACCEL_STATUS_OK;
+    });
+    if (comm->shm_turn != ticket) {
+      if (comm->failed_code != ACCEL_STATUS_OK) {
+        throw std::runtime_error("an earlier operation failed: " + comm->failed_message);
+      }
+      throw gloo::IoException(comm->aborted.load()
+                                  ? "aborted"
+                                  : "Timed out waiting for the earlier all_reduce operations");
+    }
+  }
+  comm->shm->all_reduce(ticket, send, recv, count, dtype, fn, average, deadline, comm->aborted);
+}
+
 // ------------------------------------------------------------- validation
 
 bool valid_dtype(accel_dtype dtype) { return dtype_size(dtype) != 0; }
@@ -429,13 +470,23 @@ accel_error* check_create_args(const accel_comm_create_args* args) {
   return nullptr;
 }
 
-// Options: allreduce_algorithm = ring | bcube (default: gloo's choice, ring).
+// Options: allreduce_algorithm = ring | bcube (default: gloo's choice, ring), for
+// gloo's all_reduce; shared_memory = on | off (default on: all_reduce through shared
+// memory when every rank is on this machine; ACCEL_CPU_SHARED_MEMORY=0 also turns it off).
 accel_error* apply_options(const accel_comm_create_args* args, accel_comm* comm) {
+  comm->shm_wanted = !shared_memory_disabled_by_environment();
   for (size_t i = 0; i < args->num_options; ++i) {
     const accel_option& option = args->options[i];
     if (option.key == nullptr || option.value == nullptr) continue;
-    if (std::strcmp(option.key, "allreduce_algorithm") != 0) continue;
     const std::string value = option.value;
+    if (std::strcmp(option.key, "shared_memory") == 0) {
+      if (value != "on" && value != "off") {
+        return invalid("comm_create: option shared_memory is '" + value + "', expected on or off");
+      }
+      comm->shm_wanted = comm->shm_wanted && value == "on";
+      continue;
+    }
+    if (std::strcmp(option.key, "allreduce_algorithm") != 0) continue;
     if (value == "ring") {
       comm->algorithm = gloo::AllreduceOptions::Algorithm::RING;
     } else if (value == "bcube") {
@@ -525,6 +576,15 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
   const std::vector<SocketId> before = open_sockets();
   comm->context->connectFullMesh(*comm->store, comm->device);
   comm->sockets = pair_sockets(comm, before);
+  if (comm->world > 1) {
+    std::string why;
+    comm->shm = ShmAllReduce::create(*comm->store, comm->rank, comm->world, comm->shm_wanted, &why);
+    if (!comm->shm && comm->rank == 0) {
+      log(ACCEL_LOG_INFO,
+          "comm_create " + where(comm) +
+              ": all_reduce runs over gloo's TCP transport, not shared memory: " + why);
+    }
+  }
 }
 
 }  // namespace
@@ -596,6 +656,11 @@ accel_error* comm_abort(accel_comm* comm) {
     for (const SocketId& id : comm->sockets) {
       with_socket(id, [](int fd) { ::shutdown(fd, SHUT_RD); });
     }
+    if (comm->shm) comm->shm->break_all();
+    {
+      std::lock_guard<std::mutex> lock(comm->mutex);
+      comm->finished.notify_all();  // a shared-memory all_reduce waiting for its turn
+    }
     return nullptr;
   });
 }
@@ -626,8 +691,14 @@ accel_error* comm_all_reduce(const accel_collective_args* args) {
     const size_t count = args->send.count;
     const accel_dtype dtype = args->send.dtype;
     const bool average = args->op == ACCEL_REDUCE_AVG;
+    const bool shared = comm->shm != nullptr && count > 0;
+    const uint64_t ticket = shared ? comm->shm_next_ticket++ : 0;
     return submit(comm, args->stream, call, [=](accel_comm* c, uint32_t tag) {
       if (count == 0) return;
+      if (shared) {
+        shm_all_reduce(c, ticket, send, recv, count, dtype, fn, average);
+        return;
+      }
       all_reduce_bytes(c, tag, send, recv, count, dtype_size(dtype), fn);
       if (average) divide_by(recv, count, dtype, c->world);
     });

@@ -6,6 +6,7 @@
 #include <accel/backend.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 
 #include "cpu_comm.h"
@@ -21,11 +22,16 @@ namespace {
 std::atomic<const accel_host_api*> g_host{nullptr};
 std::atomic<bool> g_initialized{false};
 
-// The CPU has no init options; an unknown one is most likely a typo in the config,
-// so say so rather than ignore it silently.
+// The config's [backend_options] reach init and comm_create alike. The CPU's are all
+// communicator options (cpu_comm.cpp); an unknown one is most likely a typo in the
+// config, so say so rather than ignore it silently.
 void warn_unknown_options(const accel_init_args* args) {
   for (size_t i = 0; i < args->num_options; ++i) {
     const char* key = args->options[i].key;
+    if (key != nullptr &&
+        (std::strcmp(key, "allreduce_algorithm") == 0 || std::strcmp(key, "shared_memory") == 0)) {
+      continue;
+    }
     log(ACCEL_LOG_WARN, std::string("cpu: ignoring unknown backend option '") +
                             (key != nullptr ? key : "(null)") + "'");
   }

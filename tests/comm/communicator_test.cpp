@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -252,11 +253,75 @@ void scenario_abort() {
   aborter.join();
 }
 
+// The CPU plugin's shared-memory all_reduce (all ranks on this machine): a size that
+// spans several staging chunks and ends mid-chunk, bit-identical to the TCP path on
+// every rank; no name left in /dev/shm; ranks that disagree on the size are told so.
+// ACCEL_COMM_TEST_SHM_OFF_RANK=r switches shared memory off on rank r only: every rank
+// must then fall back to TCP alike and still agree.
+void scenario_shared_memory() {
+  const char* off_rank = std::getenv("ACCEL_COMM_TEST_SHM_OFF_RANK");
+  if (off_rank != nullptr && std::string(off_rank) == std::getenv("RANK")) {
+    setenv("ACCEL_CPU_SHARED_MEMORY", "0", 1);
+  }
+  accel::DistributedContext ctx = accel::DistributedContext::from_environment();
+  g_rank = ctx.rank();
+  accel::Communicator& comm = *ctx.communicator();
+  const int world = comm.world_size();
+  // 2 MiB staging slots: 5.3 MiB of f32 is three chunks, the last one partial.
+  const int64_t n = (int64_t{5} << 20) / 4 + 77'777;
+  const auto mine = [&](int rank) {
+    return at::sin(at::arange(n, at::kFloat) * 0.001 + rank) * (rank + 1);
+  };
+  at::Tensor shared = mine(comm.rank());
+  comm.all_reduce(shared, accel::ReduceOp::kSum).wait();
+  accel::CommunicatorOptions options = comm.options();
+  options.name = "tcp";
+  options.backend_options.emplace_back("shared_memory", "off");
+  accel::Communicator tcp(ctx.plugin(), ctx.store(), options);
+  at::Tensor over_tcp = mine(comm.rank());
+  tcp.all_reduce(over_tcp, accel::ReduceOp::kSum).wait();
+  at::Tensor want = at::zeros({n}, at::kDouble);
+  for (int r = 0; r < world; ++r) want += mine(r).to(at::kDouble);
+  WCHECK(at::allclose(shared.to(at::kDouble), want, 1e-5, 1e-5), "shared-memory sum");
+  WCHECK(at::allclose(over_tcp.to(at::kDouble), want, 1e-5, 1e-5), "TCP sum");
+  // Every rank holds the same bits (each element is reduced once, by one rank).
+  at::Tensor first = shared.clone();
+  comm.broadcast(first, 0).wait();
+  WCHECK(at::equal(first, shared), "ranks differ bit for bit");
+  // bf16 avg through shared memory equals the TCP path's for two ranks (one rounding).
+  at::Tensor h1 = mine(comm.rank()).to(at::kBFloat16), h2 = h1.clone();
+  comm.all_reduce(h1, accel::ReduceOp::kAvg).wait();
+  tcp.all_reduce(h2, accel::ReduceOp::kAvg).wait();
+  if (world == 2) WCHECK(at::equal(h1, h2), "bf16 avg differs between the paths");
+
+  comm.barrier().wait();
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    WCHECK(name.rfind("accel-cpu-" + std::to_string(getppid()), 0) != 0 &&
+               name.rfind("accel-cpu-" + std::to_string(getpid()), 0) != 0,
+           "left in /dev/shm: %s", name.c_str());
+  }
+  // A size mismatch fails every rank instead of mixing buffers (over TCP, gloo's
+  // behaviour is undefined: not checked there).
+  if (off_rank != nullptr) return;
+  at::Tensor odd = at::ones({comm.rank() == 1 ? 300 : 200});
+  try {
+    comm.all_reduce(odd).wait();
+    WCHECK(false, "no error on a mismatch");
+  } catch (const accel::BackendError& e) {
+    WCHECK(std::string(e.what()).find("mismatched all_reduce") != std::string::npos ||
+               std::string(e.what()).find("gave up") != std::string::npos,
+           "mismatch: %s", e.what());
+  }
+  comm.abort();
+}
+
 int run_worker(const std::string& scenario) {
   try {
     if (scenario == "ops") scenario_ops();
     if (scenario == "timeout") scenario_timeout();
     if (scenario == "abort") scenario_abort();
+    if (scenario == "shared_memory") scenario_shared_memory();
   } catch (const std::exception& e) {
     WCHECK(false, "exception: %s", e.what());
   }
@@ -279,7 +344,8 @@ std::string plugin_dir() { return std::filesystem::path(ACCEL_CPU_PLUGIN_PATH).p
 
 // Spawns `world` ranks of `scenario` with the launcher's variables and waits up to
 // deadline_s; returns one line per rank that did not exit 0.
-std::string run_ranks(const std::string& scenario, int world, int deadline_s) {
+std::string run_ranks(const std::string& scenario, int world, int deadline_s,
+                      const std::string& extra = "") {
   c10d::TCPStoreOptions options;
   options.port = 0;
   options.isServer = true;
@@ -298,6 +364,7 @@ std::string run_ranks(const std::string& scenario, int world, int deadline_s) {
                                      "MASTER_PORT=" + std::to_string(server.getPort()),
                                      "ACCEL_BACKEND=cpu",
                                      "ACCEL_PLUGIN_PATH=" + plugin_dir()};
+    if (!extra.empty()) vars.push_back(extra);
     std::vector<char*> env;
     for (char** e = environ; *e; ++e) env.push_back(*e);
     for (auto& s : vars) env.push_back(s.data());
@@ -343,6 +410,15 @@ TEST(Communicator, OpsWorkAndErrorsTwoRanks) { EXPECT_EQ(run_ranks("ops", 2, 120
 TEST(Communicator, OpsWorkAndErrorsThreeRanks) { EXPECT_EQ(run_ranks("ops", 3, 120), ""); }
 TEST(Communicator, WaitThrowsTimeoutTwoRanks) { EXPECT_EQ(run_ranks("timeout", 2, 40), ""); }
 TEST(Communicator, AbortFailsPendingWorkTwoRanks) { EXPECT_EQ(run_ranks("abort", 2, 40), ""); }
+TEST(Communicator, SharedMemoryAllReduceTwoRanks) {
+  EXPECT_EQ(run_ranks("shared_memory", 2, 120), "");
+}
+TEST(Communicator, SharedMemoryAllReduceThreeRanks) {
+  EXPECT_EQ(run_ranks("shared_memory", 3, 120), "");
+}
+TEST(Communicator, SharedMemoryOffOnOneRankFallsBackOnAll) {
+  EXPECT_EQ(run_ranks("shared_memory", 2, 120, "ACCEL_COMM_TEST_SHM_OFF_RANK=1"), "");
+}
 
 accel::Environment single_env() {
   return {{"ACCEL_BACKEND", "cpu"}, {"ACCEL_PLUGIN_DIRS", plugin_dir()}};
