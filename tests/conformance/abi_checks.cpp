@@ -23,6 +23,7 @@ struct Reporter {
     ++*(ok ? passed : failed);
     std::printf("%s  %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(),
                 ok || detail.empty() ? "" : ": ", ok ? "" : detail.c_str());
+    if (!ok) note_failure(name + (detail.empty() ? "" : ": " + detail));
     std::fflush(stdout);
   }
 };

@@ -67,6 +67,9 @@ extern const accel_reduce_op kOps[5];
 int run_worker(const std::string& plugin_path, const std::string& scenario);
 // The in-process ABI checks; prints one line per check, adds to the counts.
 void run_abi_checks(const std::string& plugin_path, int* passed, int* failed);
+
+// Keeps a FAIL line to print again at the end: CI logs keep the ends of a long output.
+void note_failure(const std::string& line);
 // Loads the plugin with dlopen and inits it; exits 3 with a message when it cannot.
 const accel_backend_api* load_and_init(const std::string& plugin_path);
 

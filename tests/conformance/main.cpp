@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -129,6 +130,17 @@ std::string exit_text(int status) {
                            : "was killed by signal " + std::to_string(WTERMSIG(status));
 }
 
+std::vector<std::string>& failure_lines() {
+  static std::vector<std::string> lines;
+  return lines;
+}
+
+}  // namespace
+
+void note_failure(const std::string& line) { failure_lines().push_back(line); }
+
+namespace {
+
 // Runs one scenario; adds its checks to the counts.
 void run_scenario(const std::string& self, const std::string& plugin, const Scenario& scenario,
                   int world, size_t large, double time_scale, int* passed, int* failed) {
@@ -188,6 +200,7 @@ void run_scenario(const std::string& self, const std::string& plugin, const Scen
     ++*(ok ? passed : failed);
     std::printf("%s  %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), ok ? "" : ": ",
                 m.failure.c_str());
+    if (!ok) note_failure(std::string(scenario.name) + ": " + name + ": " + m.failure);
   }
   // A rank that died without reporting a failure is a failure of its own.
   bool reported_failure = false;
@@ -197,8 +210,63 @@ void run_scenario(const std::string& self, const std::string& plugin, const Scen
     for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
     ++*failed;
     std::printf("FAIL  %s: %s\n", scenario.name, text.c_str());
+    note_failure(std::string(scenario.name) + ": " + text);
   }
   std::fflush(stdout);
+}
+
+// The ABI checks call the plugin inside this process, NULL arguments included: a plugin
+// that crashes on one would take the kit down with it and report nothing. They run in a
+// child; its counts and failure lines come back through a pipe, and a crash is a
+// failure of its own that says where.
+void run_abi_checks_isolated(const std::string& plugin, int* passed, int* failed) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    run_abi_checks(plugin, passed, failed);
+    return;
+  }
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int p = 0, f = 0;
+    run_abi_checks(plugin, &p, &f);
+    std::string report = std::to_string(p) + " " + std::to_string(f) + "\n";
+    for (const std::string& line : failure_lines()) report += line + "\n";
+    std::fflush(stdout);
+    for (size_t done = 0; done < report.size();) {
+      const ssize_t n = write(fds[1], report.data() + done, report.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string report;
+  char chunk[4096];
+  for (ssize_t n; pid > 0 && (n = read(fds[0], chunk, sizeof chunk)) > 0;) report.append(chunk, n);
+  close(fds[0]);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  int p = 0, f = 0;
+  std::istringstream in(report);
+  if (in >> p >> f) {
+    *passed += p;
+    *failed += f;
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) note_failure(line);
+  }
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || report.empty()) {
+    const std::string text =
+        pid < 0 ? "abi: could not fork for the ABI checks"
+                : "abi: the plugin crashed the ABI checks (" + exit_text(status) +
+                      ") in the check after the last line above; run `accelrun plugins check` "
+                      "and a debugger on it";
+    ++*failed;
+    std::printf("FAIL  %s\n", text.c_str());
+    note_failure(text);
+  }
 }
 
 int usage(const char* message) {
@@ -265,7 +333,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   std::printf("accel_conformance %s, %d ranks\n", plugin.c_str(), world);
   int passed = 0, failed = 0;
-  if (selected("abi")) run_abi_checks(plugin, &passed, &failed);
+  if (selected("abi")) run_abi_checks_isolated(plugin, &passed, &failed);
   if (failed == 0) {
     for (const Scenario& scenario : kScenarios) {
       if (selected(scenario.name)) {
@@ -275,6 +343,10 @@ int main(int argc, char** argv) {
     }
   } else {
     std::printf("(the ABI checks failed: the multi-process checks were not run)\n");
+  }
+  if (!failure_lines().empty()) {
+    std::printf("\nFailed (repeated from above):\n");
+    for (const std::string& line : failure_lines()) std::printf("FAIL  %s\n", line.c_str());
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 && passed > 0 ? 0 : 1;
