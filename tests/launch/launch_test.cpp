@@ -331,6 +331,30 @@ TEST(Launch, MaxRestartsRestartsTheGroup) {
       << out;
 }
 
+// The CPU backend's first workers are forked from the launcher with the library loaded
+// (LibTorch once, not per worker), each with its own environment; restarts exec, and
+// ACCEL_LAUNCH_FORK=0 execs from the start.
+TEST(Launch, CpuWorkersAreForkedFirstAndRestartsExec) {
+  const std::vector<std::string> args = {
+      "--cpu", "--num_processes", "2",          "--main_process_port",
+      "0",     "--max_restarts",  "1",          kLib,
+      "--",    "--mode",          "fail_first", "--fail_rank",
+      "1",     "--how_started"};
+  Launcher forked = run(args);
+  const std::string out = forked.text();
+  EXPECT_EQ(forked.exit_code, 0) << out;
+  for (const char* line :
+       {"[rank 0] rank 0 restart 0 started by fork", "[rank 1] rank 1 restart 0 started by fork",
+        "[rank 0] rank 0 restart 1 started by exec", "[rank 1] rank 1 restart 1 started by exec"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
+  Launcher execd = run(args, {"ACCEL_LAUNCH_FORK=0"});
+  EXPECT_EQ(execd.exit_code, 0) << execd.text();
+  EXPECT_NE(execd.text().find("[rank 1] rank 1 restart 0 started by exec"), std::string::npos)
+      << execd.text();
+  EXPECT_EQ(execd.text().find("started by fork"), std::string::npos) << execd.text();
+}
+
 TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
                     "fail_first", "--fail_rank", "1"});

@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 
 #include "accel/amp_check.hpp"
@@ -62,7 +66,9 @@ void check_devices(const Plugin& plugin, const RunConfig& config) {
 }
 
 // Workers that exec a program: the training library through `accelrun __worker`, or
-// an executable directly. Everything execve needs is built before the fork.
+// an executable directly. Everything execve needs is built before the fork. With
+// preload(), the first attempt's workers are forked from this process with the library
+// already loaded instead (see fork_from_launcher); restarts exec as usual.
 class ExecGroup : public WorkerGroup {
  public:
   ExecGroup(const LaunchPlan& plan, const RunConfig& workers_config, ProgramKind kind,
@@ -78,6 +84,8 @@ class ExecGroup : public WorkerGroup {
       path_ = request.program.string();
       argv_ = {path_};
     }
+    program_ = std::filesystem::absolute(request.program);
+    program_args_ = request.program_args;
     argv_.insert(argv_.end(), request.program_args.begin(), request.program_args.end());
     for (auto& arg : argv_) argv_ptrs_.push_back(arg.data());
     argv_ptrs_.push_back(nullptr);
@@ -86,6 +94,13 @@ class ExecGroup : public WorkerGroup {
 
   const std::vector<WorkerSpec>& workers() const override { return specs_; }
 
+  // Loads the training library here, before the first fork; false (and workers exec)
+  // when it does not load: each worker then reports why, as without preloading.
+  bool preload() {
+    preloaded_ = preload_library(program_, config_.main_training_function);
+    return preloaded_.has_value();
+  }
+
   // Runs once, after the first attempt's workers are forked (hosting the store there).
   void on_first_spawn(std::function<void()> hook) { first_spawn_ = std::move(hook); }
   void after_spawn(int restart_count) override {
@@ -93,6 +108,11 @@ class ExecGroup : public WorkerGroup {
   }
 
   void before_attempt(int restart_count) override {
+    attempt_ = restart_count;
+    // A forked worker that does not exec would print what is still buffered here again.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
     envs_.clear();
     env_ptrs_.clear();
     for (const auto& spec : specs_) {
@@ -107,6 +127,11 @@ class ExecGroup : public WorkerGroup {
   }
 
   [[noreturn]] void run_child(size_t index) override {
+    if (preloaded_ && attempt_ == 0) {
+      environ = env_ptrs_[index].data();  // what execve would have passed
+      // exit, as a worker's main returning: static destructors and atexit run.
+      std::exit(call_library(*preloaded_, program_args_));
+    }
     ::execve(path_.c_str(), argv_ptrs_.data(), env_ptrs_[index].data());
     [[maybe_unused]] ssize_t n = ::write(2, exec_failed_.data(), exec_failed_.size());
     ::_exit(kExitLoadFailure);
@@ -124,12 +149,33 @@ class ExecGroup : public WorkerGroup {
   std::vector<std::vector<char*>> env_ptrs_;
   std::string exec_failed_;
   std::function<void()> first_spawn_;
+  std::filesystem::path program_;
+  std::vector<std::string> program_args_;
+  std::optional<PreloadedLibrary> preloaded_;
+  int attempt_ = 0;
 };
 
 // Whether this launcher can fork its workers before hosting the store: one machine, no
 // agreement with other launchers to wait for.
 bool host_after_spawn(const LaunchPlan& plan) {
   return plan.host_store && plan.num_machines == 1 && !plan.cluster;
+}
+
+// Whether the first attempt's workers fork from this launcher with the training library
+// preloaded (a zygote) instead of exec'ing `accelrun __worker`: every exec'd worker
+// loads LibTorch again, 0.7 s wall and 0.8 s of CPU each on the 2-core machine of
+// docs/performance.md, so N workers and the store's host cost N + 1 loads; forked, one.
+// Only where forking without exec is safe:
+//  - one machine: this process is still single-threaded when it forks (the store comes
+//    up after the fork); a restart forks from a process running the store's threads,
+//    so restarts exec;
+//  - the CPU backend: the launcher's device queries leave nothing a fork breaks, where
+//    a GPU runtime initialised by them (cudaGetDeviceCount) is unusable in a child;
+//  - not switched off: ACCEL_LAUNCH_FORK=0.
+bool fork_from_launcher(const LaunchPlan& plan, ProgramKind kind) {
+  const char* off = std::getenv("ACCEL_LAUNCH_FORK");
+  return kind == ProgramKind::kLibrary && host_after_spawn(plan) && plan.backend == "cpu" &&
+         !(off != nullptr && std::strcmp(off, "0") == 0);
 }
 
 // The store port to ask for: one process needs no agreed port, and a free one avoids
@@ -260,6 +306,7 @@ int run_launch(const LaunchRequest& request) {
   for (const auto& dir : request.plugin_dirs) dirs.push_back(dir.string());
   workers.plugin_dirs.insert(workers.plugin_dirs.begin(), dirs.begin(), dirs.end());
   ExecGroup group(plan, workers, kind, request);
+  if (fork_from_launcher(plan, kind)) group.preload();
   if (deferred) {
     group.on_first_spawn([&] {
       rendezvous = Rendezvous::host("127.0.0.1", plan.master_port, request.rendezvous_timeout);

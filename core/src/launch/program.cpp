@@ -104,17 +104,32 @@ int run_library(const std::filesystem::path& path, const std::string& symbol,
                  path.c_str(), symbol.c_str());
     return kExitLoadFailure;
   }
+  // The library stays loaded: its static destructors run at exit, after ours.
+  return call_library({path, entry}, args);
+}
+
+std::optional<PreloadedLibrary> preload_library(const std::filesystem::path& path,
+                                                const std::string& symbol) {
+  void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return std::nullopt;
+  ::dlerror();
+  void* entry = ::dlsym(library, symbol.c_str());
+  if (entry == nullptr) return std::nullopt;  // stays loaded: harmless, and rare
+  return PreloadedLibrary{path, entry};
+}
+
+int call_library(const PreloadedLibrary& library, const std::vector<std::string>& args) {
   std::vector<std::string> storage;
-  storage.push_back(path.string());
+  storage.push_back(library.path.string());
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   argv.reserve(storage.size() + 1);
   for (auto& arg : storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
   using Main = int (*)(int, char**);
-  const int code = reinterpret_cast<Main>(entry)(static_cast<int>(storage.size()), argv.data());
+  const int code =
+      reinterpret_cast<Main>(library.entry)(static_cast<int>(storage.size()), argv.data());
   std::fflush(nullptr);
-  // The library stays loaded: its static destructors run at exit, after ours.
   return code;
 }
 

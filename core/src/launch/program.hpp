@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,21 @@ ProgramKind classify_program(const std::filesystem::path& path);
 inline constexpr int kExitLoadFailure = 127;
 int run_library(const std::filesystem::path& path, const std::string& symbol,
                 const std::vector<std::string>& args);
+
+// A training library loaded into the launcher, so that workers forked from it start with
+// the library and LibTorch mapped and relocated (see launcher.cpp). The library stays
+// loaded for the life of the process.
+struct PreloadedLibrary {
+  std::filesystem::path path;
+  void* entry = nullptr;
+};
+
+// dlopen(path, RTLD_NOW|RTLD_LOCAL) and `symbol`, printing nothing: nullopt when either
+// fails (workers started the usual way then report it, each as today).
+std::optional<PreloadedLibrary> preload_library(const std::filesystem::path& path,
+                                                const std::string& symbol);
+
+// Calls the library's entry with argv = {path, args...}; flushes stdio; returns its value.
+int call_library(const PreloadedLibrary& library, const std::vector<std::string>& args);
 
 }  // namespace accel::launcher

@@ -6,6 +6,7 @@
 //   --fail_rank N      the rank that misbehaves in exit3, segv, fail_first (default 1)
 //   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
 //   --store            set a key per rank and read every other rank's
+//   --how_started      print whether this worker was exec'd or forked from the launcher
 #include <unistd.h>
 
 #include <accel/main.hpp>
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -79,7 +82,7 @@ void on_term(int) {
 int train_main(int argc, char** argv) {
   std::string mode = "ok";
   int fail_rank = 1;
-  bool ignore_term = false, store = false;
+  bool ignore_term = false, store = false, how_started = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--mode" && i + 1 < argc)
@@ -90,6 +93,8 @@ int train_main(int argc, char** argv) {
       ignore_term = true;
     else if (arg == "--store")
       store = true;
+    else if (arg == "--how_started")
+      how_started = true;
   }
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
   const int restart = env_int("ACCEL_RESTART_COUNT");
@@ -98,6 +103,16 @@ int train_main(int argc, char** argv) {
               std::getenv("ACCEL_BACKEND"));
   std::fflush(stdout);
   if (!check_environment(rank, world)) return 9;
+  if (how_started) {
+    // An exec'd worker is `accelrun __worker ...`; one forked from the launcher keeps
+    // the launcher's command line.
+    std::ifstream cmdline("/proc/self/cmdline");
+    const std::string text((std::istreambuf_iterator<char>(cmdline)),
+                           std::istreambuf_iterator<char>());
+    std::printf("rank %d restart %d started by %s\n", rank, restart,
+                text.find(std::string("\0__worker\0", 10)) != std::string::npos ? "exec" : "fork");
+    std::fflush(stdout);
+  }
   if (store) {
     std::printf(meet_at_store(rank, world) ? "store ok\n" : "store mismatch\n");
     std::fflush(stdout);
