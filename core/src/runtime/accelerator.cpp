@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/host_allocator.hpp"
 #include "runtime/state.hpp"
 
 namespace accel {
@@ -77,6 +78,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
 
 Accelerator::Accelerator(std::shared_ptr<DistributedContext> context, AcceleratorOptions options)
     : state_(make_state(std::move(context), std::move(options))) {
+  tune_host_allocator();  // before the model's first steps allocate
   if (state_->options.seed) set_seed(*state_->options.seed, state_->options.device_specific_seed);
 }
 
