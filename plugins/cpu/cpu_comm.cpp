@@ -470,6 +470,9 @@ accel_error* check_create_args(const accel_comm_create_args* args) {
   return nullptr;
 }
 
+constexpr const char* kOptionAlgorithm = "allreduce_algorithm";
+constexpr const char* kOptionSharedMemory = "shared_memory";
+
 // Options: allreduce_algorithm = ring | bcube (default: gloo's choice, ring), for
 // gloo's all_reduce; shared_memory = on | off (default on: all_reduce through shared
 // memory when every rank is on this machine; ACCEL_CPU_SHARED_MEMORY=0 also turns it off).
@@ -479,14 +482,14 @@ accel_error* apply_options(const accel_comm_create_args* args, accel_comm* comm)
     const accel_option& option = args->options[i];
     if (option.key == nullptr || option.value == nullptr) continue;
     const std::string value = option.value;
-    if (std::strcmp(option.key, "shared_memory") == 0) {
+    if (std::strcmp(option.key, kOptionSharedMemory) == 0) {
       if (value != "on" && value != "off") {
         return invalid("comm_create: option shared_memory is '" + value + "', expected on or off");
       }
       comm->shm_wanted = comm->shm_wanted && value == "on";
       continue;
     }
-    if (std::strcmp(option.key, "allreduce_algorithm") != 0) continue;
+    if (std::strcmp(option.key, kOptionAlgorithm) != 0) continue;
     if (value == "ring") {
       comm->algorithm = gloo::AllreduceOptions::Algorithm::RING;
     } else if (value == "bcube") {
@@ -588,6 +591,11 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
 }
 
 }  // namespace
+
+bool is_comm_option(const char* key) {
+  return key != nullptr &&
+         (std::strcmp(key, kOptionAlgorithm) == 0 || std::strcmp(key, kOptionSharedMemory) == 0);
+}
 
 accel_error* comm_create(accel_comm_create_args* args) {
   return guarded("comm_create", [&]() -> accel_error* {

@@ -19,6 +19,9 @@ accel_error* comm_barrier(const accel_collective_args* args);
 accel_error* comm_send(const accel_collective_args* args);
 accel_error* comm_recv(const accel_collective_args* args);
 
+// Whether key is an option comm_create understands (init gets the same options).
+bool is_comm_option(const char* key);
+
 // Destroys every communicator still alive (shutdown).
 void comms_shutdown();
 

@@ -6,7 +6,6 @@
 #include <accel/backend.h>
 
 #include <atomic>
-#include <cstring>
 #include <string>
 
 #include "cpu_comm.h"
@@ -28,10 +27,7 @@ std::atomic<bool> g_initialized{false};
 void warn_unknown_options(const accel_init_args* args) {
   for (size_t i = 0; i < args->num_options; ++i) {
     const char* key = args->options[i].key;
-    if (key != nullptr &&
-        (std::strcmp(key, "allreduce_algorithm") == 0 || std::strcmp(key, "shared_memory") == 0)) {
-      continue;
-    }
+    if (is_comm_option(key)) continue;
     log(ACCEL_LOG_WARN, std::string("cpu: ignoring unknown backend option '") +
                             (key != nullptr ? key : "(null)") + "'");
   }

@@ -174,7 +174,6 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(gloo::rendezvous::Store& stor
     }
     store.set(segment_key, to_bytes(segment ? name + "\n" + std::to_string(token) : "!" + problem));
     // Rank 0 unlinks the name once everyone has answered, below.
-    std::vector<std::string> answers;
     bool all = segment != nullptr;
     for (int r = 1; r < world; ++r) {
       const std::string answer = to_text(store.get("accel_cpu/shm/mapped/" + std::to_string(r)));
