@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "accel/plugin_registry.hpp"
+#include "comm/torch_device.hpp"
 
 namespace accel {
 
@@ -211,6 +212,7 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
   device_ = pick_device(*plugin_, options_.local_rank);
   plugin_->set_device(device_);
   device_type_ = c10::Device(plugin_->info().device_type).type();
+  select_torch_device(device_type_, device_, plugin_->name());
   store_ = connect_store(options_);
   if (options_.world_size == 1) return;
   CommunicatorOptions comm;
@@ -219,6 +221,7 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
   comm.local_rank = options_.local_rank;
   comm.local_world_size = options_.local_world_size;
   comm.device = device_;
+  comm.native_compute_stream = torch_native_stream(device_type_, device_);
   comm.timeout = options_.timeout;
   comm.bind_address = !options_.bind_address.empty()      ? options_.bind_address
                       : is_loopback(options_.master_addr) ? "127.0.0.1"
