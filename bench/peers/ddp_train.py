@@ -1,6 +1,6 @@
 """The PyTorch peer of bench/programs/bench_train.cpp: the same models, batch, optimizer
-and thread count, trained data parallel with DistributedDataParallel over gloo on the CPU,
-under torchrun. Prints the same machine-readable lines:
+and thread count, trained data parallel with DistributedDataParallel over gloo on the CPU
+(or NCCL on CUDA with --device cuda), under torchrun. Prints the same machine-readable lines:
   BENCH rank=R first_step_unix=T   wall clock when this rank's first step completed
   BENCH rank=R steps_per_s=X       timed steps after warm-up (rank 0)
   BENCH rank=R peak_rss_kib=N      peak RSS at exit
@@ -61,36 +61,53 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bare", action="store_true", help="one process, no DDP")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: one GPU per process (LOCAL_RANK), DDP over NCCL")
     args = parser.parse_args()
     if args.warmup < 1 or args.steps < 0 or args.threads < 1:
         sys.exit("ddp_train.py: --warmup and --threads must be >= 1, --steps >= 0")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
-    model, optimizer, data, target = workload(args.model)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    model, optimizer, data, target = workload(args.model)  # built on the CPU, as ours
+    model, data, target = model.to(device), data.to(device), target.to(device)
+    if args.model == "mlp":  # the optimizer must see the moved parameters
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     rank = 0
     if not args.bare:
-        torch.distributed.init_process_group("gloo")
+        torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
         rank = torch.distributed.get_rank()
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if args.device == "cuda" else None)
 
     def step():
-        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if args.precision == "bf16"
+        autocast = (torch.autocast(args.device, dtype=torch.bfloat16) if args.precision == "bf16"
                     else contextlib.nullcontext())
         with autocast:
             loss = F.cross_entropy(model(data), target)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
+        return loss
 
+    # Reading the loss waits for the step on an asynchronous device (CUDA).
     for i in range(args.warmup):
-        step()
+        loss = step()
+        if i == 0 or i + 1 == args.warmup:
+            loss.item()
         if i == 0:
             print(f"BENCH rank={rank} first_step_unix={time.time():.6f}", flush=True)
     if args.steps > 0:
         start = time.perf_counter()
         for _ in range(args.steps):
-            step()
+            loss = step()
+        loss.item()
         if rank == 0:
             print(f"BENCH rank={rank} steps_per_s={args.steps / (time.perf_counter() - start):.4f}")
     print(f"BENCH rank={rank} peak_rss_kib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}",
