@@ -1,0 +1,231 @@
+// The info and device groups of the CUDA plugin. Probing (availability, count,
+// properties) needs no init and makes no CUDA context; the calls that touch a device
+// set it with a DeviceGuard, so the host thread's current device is left as it was.
+#include "cuda_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cuda_error.h"
+#include "cuda_plugin.h"
+
+// Set by the build from the project version; the fallback keeps a stray build honest.
+#ifndef ACCEL_CUDA_PLUGIN_VERSION
+#define ACCEL_CUDA_PLUGIN_VERSION "0.0.0-unknown"
+#endif
+
+namespace accel_cuda {
+namespace {
+
+// CUDA encodes versions as 1000 * major + 10 * minor: 13000 is "13.0".
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+std::string visible_devices_note() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return "";
+  return std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")";
+}
+
+Availability probe() {
+  Availability result;
+  int driver = 0;
+  const cudaError_t driver_result = cudaDriverGetVersion(&driver);
+  int count = 0;
+  const cudaError_t count_result = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();  // a failed probe must not linger as CUDA's last error
+  const std::string detail = std::string(cudaGetErrorName(count_result)) + ": " +
+                             cudaGetErrorString(count_result);
+  if (count_result == cudaSuccess && count > 0) {
+    result.available = true;
+    result.count = count;
+  } else if (driver_result != cudaSuccess || driver == 0) {
+    // The runtime reports a missing libcuda.so.1 as driver version 0.
+    result.reason = "no CUDA driver: libcuda.so.1 not found (cudaGetDeviceCount: " + detail +
+                    "); install the NVIDIA driver for CUDA " + cuda_version_text(CUDART_VERSION) +
+                    " or newer";
+  } else if (count_result == cudaErrorInsufficientDriver) {
+    result.reason = "the CUDA driver is too old: it supports CUDA " + cuda_version_text(driver) +
+                    " (cudaDriverGetVersion " + std::to_string(driver) +
+                    "), this plugin was built with the CUDA runtime " +
+                    cuda_version_text(CUDART_VERSION) + " (CUDART_VERSION " +
+                    std::to_string(CUDART_VERSION) + "); update the NVIDIA driver";
+  } else if (count_result == cudaErrorNoDevice || count_result == cudaSuccess) {
+    result.reason = "no CUDA device visible" + visible_devices_note() + " (cudaGetDeviceCount: " +
+                    detail + ")";
+  } else {
+    result.reason = "CUDA is not usable here: cudaGetDeviceCount failed: " + detail +
+                    visible_devices_note();
+  }
+  return result;
+}
+
+// Names for device_get_properties, which the ABI keeps valid until unload: made on
+// first use, one per device, never freed while the library is loaded.
+const char* device_name(int32_t device, const char* name) {
+  static std::mutex mutex;
+  static std::map<int32_t, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.emplace(device, name).first->second.c_str();
+}
+
+// Device entries that need init and a visible index start with this.
+accel_error* check_ready(const char* call, int32_t device) {
+  if (accel_error* error = require_init(call)) return error;
+  return check_device(call, device);
+}
+
+}  // namespace
+
+const Availability& availability() {
+  static const Availability result = probe();  // thread-safe, on first use only
+  return result;
+}
+
+accel_error* check_device(const char* call, int32_t device) {
+  const Availability& probe = availability();
+  if (!probe.available) {
+    return make_error(ACCEL_STATUS_UNAVAILABLE, std::string(call) + ": " + probe.reason);
+  }
+  if (device >= 0 && device < probe.count) return nullptr;
+  return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
+                    std::string(call) + ": device " + std::to_string(device) +
+                        " is out of range: " + std::to_string(probe.count) +
+                        " CUDA device(s) visible, indices 0.." + std::to_string(probe.count - 1) +
+                        visible_devices_note());
+}
+
+accel_error* info_get(accel_backend_info* out) {
+  return guarded("info_get", [&] {
+    accel_backend_info info{};
+    info.struct_size = ACCEL_BACKEND_INFO_STRUCT_SIZE;
+    info.name = "cuda";
+    info.plugin_version = ACCEL_CUDA_PLUGIN_VERSION;
+    info.vendor = "accelrun";
+    info.device_type = "cuda";
+    info.collective_library = "nccl";
+    info.visible_devices_env = "CUDA_VISIBLE_DEVICES";
+    return copy_out("info_get", out, info);
+  });
+}
+
+accel_error* device_get_availability(accel_device_availability* out) {
+  return guarded("device_get_availability", [&] {
+    const Availability& probe = availability();
+    accel_device_availability result{};
+    result.struct_size = ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE;
+    result.available = probe.available;
+    result.reason = probe.reason.c_str();
+    return copy_out("device_get_availability", out, result);
+  });
+}
+
+accel_error* device_get_count(int32_t* count) {
+  return guarded("device_get_count", [&]() -> accel_error* {
+    if (count == nullptr) {
+      return make_error(ACCEL_STATUS_INVALID_ARGUMENT, "device_get_count: count is NULL");
+    }
+    *count = availability().count;
+    return nullptr;
+  });
+}
+
+// No guard here: setting the calling thread's device is the point.
+accel_error* device_set_current(int32_t device) {
+  return guarded("device_set_current", [&]() -> accel_error* {
+    if (accel_error* error = check_ready("device_set_current", device)) return error;
+    return cuda_error("device_set_current", "cudaSetDevice", cudaSetDevice(device));
+  });
+}
+
+accel_error* device_get_current(int32_t* device) {
+  return guarded("device_get_current", [&]() -> accel_error* {
+    if (accel_error* error = require_init("device_get_current")) return error;
+    if (device == nullptr) {
+      return make_error(ACCEL_STATUS_INVALID_ARGUMENT, "device_get_current: device is NULL");
+    }
+    const Availability& probe = availability();
+    if (!probe.available) {
+      return make_error(ACCEL_STATUS_UNAVAILABLE, "device_get_current: " + probe.reason);
+    }
+    int current = 0;
+    if (accel_error* error = cuda_error("device_get_current", "cudaGetDevice",
+                                        cudaGetDevice(&current))) {
+      return error;
+    }
+    *device = current;
+    return nullptr;
+  });
+}
+
+accel_error* device_synchronize(int32_t device) {
+  return guarded("device_synchronize", [&]() -> accel_error* {
+    if (accel_error* error = check_ready("device_synchronize", device)) return error;
+    DeviceGuard guard;
+    if (accel_error* error = guard.enter("device_synchronize", device)) return error;
+    return cuda_error("device_synchronize", "cudaDeviceSynchronize", cudaDeviceSynchronize());
+  });
+}
+
+// No init needed: cudaGetDeviceProperties reads the driver's device table and makes
+// no context.
+accel_error* device_get_properties(int32_t device, accel_device_properties* out) {
+  return guarded("device_get_properties", [&]() -> accel_error* {
+    if (accel_error* error = check_device("device_get_properties", device)) return error;
+    auto props = std::make_unique<cudaDeviceProp>();  // about 1 KiB: not on the stack
+    if (accel_error* error = cuda_error("device_get_properties", "cudaGetDeviceProperties",
+                                        cudaGetDeviceProperties(props.get(), device))) {
+      return error;
+    }
+    accel_device_properties properties{};
+    properties.struct_size = ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE;
+    properties.name = device_name(device, props->name);
+    properties.total_memory_bytes = props->totalGlobalMem;
+    properties.compute_units = props->multiProcessorCount;
+    properties.capability_major = props->major;
+    properties.capability_minor = props->minor;
+    return copy_out("device_get_properties", out, properties);
+  });
+}
+
+// total and free are the driver's (cudaMemGetInfo, which makes the device's context).
+// allocated, reserved and peak stay 0: tensor memory belongs to LibTorch's caching
+// allocator, which the plugin neither sees nor links; the core asks LibTorch for them.
+accel_error* device_get_memory_stats(int32_t device, accel_memory_stats* out) {
+  return guarded("device_get_memory_stats", [&]() -> accel_error* {
+    if (accel_error* error = check_ready("device_get_memory_stats", device)) return error;
+    DeviceGuard guard;
+    if (accel_error* error = guard.enter("device_get_memory_stats", device)) return error;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (accel_error* error = cuda_error("device_get_memory_stats", "cudaMemGetInfo",
+                                        cudaMemGetInfo(&free_bytes, &total_bytes))) {
+      return error;
+    }
+    accel_memory_stats stats{};
+    stats.struct_size = ACCEL_MEMORY_STATS_STRUCT_SIZE;
+    stats.total_bytes = total_bytes;
+    stats.free_bytes = free_bytes;
+    return copy_out("device_get_memory_stats", out, stats);
+  });
+}
+
+// Nothing to return: the plugin caches no device memory (LibTorch's allocator does,
+// and the core empties that one itself).
+accel_error* device_empty_cache(int32_t device) {
+  return guarded("device_empty_cache", [&] { return check_ready("device_empty_cache", device); });
+}
+
+// A no-op: the plugin has no random generators of its own (no cuRAND); LibTorch's
+// CUDA generators are seeded by the core.
+accel_error* device_manual_seed(int32_t device, uint64_t /*seed*/) {
+  return guarded("device_manual_seed", [&] { return check_ready("device_manual_seed", device); });
+}
+
+}  // namespace accel_cuda

@@ -1,0 +1,154 @@
+// The CUDA plugin's entry point and function table. Nothing here runs at load: the
+// table is constant-initialised and accel_backend_get_api only keeps the host pointer.
+// init touches no device either: the CUDA context of a device is made by the first
+// call that needs it, so init is cheap and succeeds on a machine without a GPU (the
+// device calls then fail UNAVAILABLE with the reason device_get_availability gives).
+#include "cuda_plugin.h"
+
+#include <accel/backend.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <string>
+
+#include "cuda_comm.h"
+#include "cuda_device.h"
+#include "cuda_error.h"
+#include "cuda_precision.h"
+#include "cuda_stream.h"
+
+namespace accel_cuda {
+namespace {
+
+// Constant-initialised atomics: no static constructor runs when the library loads.
+std::atomic<const accel_host_api*> g_host{nullptr};
+std::atomic<bool> g_initialized{false};
+
+// The plugin reads no backend options yet; one in the config is most likely meant
+// for another backend or misspelt, so say so rather than ignore it silently.
+void warn_unknown_options(const accel_init_args* args) {
+  for (size_t i = 0; i < args->num_options; ++i) {
+    const char* key = args->options[i].key;
+    log(ACCEL_LOG_WARN, std::string("cuda: ignoring unknown backend option '") +
+                            (key != nullptr ? key : "(null)") + "'");
+  }
+}
+
+accel_error* init(const accel_init_args* args) {
+  return guarded("init", [&]() -> accel_error* {
+    bool expected = false;
+    if (!g_initialized.compare_exchange_strong(expected, true)) {
+      return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
+                        "init: the cuda backend is already initialised (call shutdown first)");
+    }
+    if (args != nullptr && args->options != nullptr) warn_unknown_options(args);
+    const Availability& probe = availability();
+    log(probe.available ? ACCEL_LOG_DEBUG : ACCEL_LOG_WARN,
+        probe.available ? "cuda: initialised, " + std::to_string(probe.count) + " device(s)"
+                        : "cuda: initialised without a usable device: " + probe.reason);
+    return nullptr;
+  });
+}
+
+// Communicators go first (their watchdogs query events on streams). Shutdown without
+// init is a no-op; after shutdown, init may be called again.
+accel_error* shutdown() {
+  return guarded("shutdown", [&]() -> accel_error* {
+    comms_shutdown();
+    streams_shutdown();
+    g_initialized.store(false);
+    log(ACCEL_LOG_DEBUG, "cuda: shut down");
+    return nullptr;
+  });
+}
+
+// Filled like a form: one line per entry, in the order of accel_backend_api.
+const accel_backend_api kApi = {
+    /* .struct_size = */ ACCEL_BACKEND_API_STRUCT_SIZE,
+    /* .abi_major = */ ACCEL_ABI_VERSION_MAJOR,
+    /* .abi_minor = */ ACCEL_ABI_VERSION_MINOR,
+    /* .error_get_code = */ error_get_code,
+    /* .error_get_message = */ error_get_message,
+    /* .error_destroy = */ error_destroy,
+    /* .error_create = */ error_create,
+    /* .init = */ init,
+    /* .shutdown = */ shutdown,
+    /* .info_get = */ info_get,
+    /* .device_get_availability = */ device_get_availability,
+    /* .device_get_count = */ device_get_count,
+    /* .device_set_current = */ device_set_current,
+    /* .device_get_current = */ device_get_current,
+    /* .device_synchronize = */ device_synchronize,
+    /* .device_get_properties = */ device_get_properties,
+    /* .device_get_memory_stats = */ device_get_memory_stats,
+    /* .device_empty_cache = */ device_empty_cache,
+    /* .device_manual_seed = */ device_manual_seed,
+    /* .stream_create = */ stream_create,
+    /* .stream_destroy = */ stream_destroy,
+    /* .stream_wrap_native = */ stream_wrap_native,
+    /* .stream_synchronize = */ stream_synchronize,
+    /* .stream_query = */ stream_query,
+    /* .stream_wait_event = */ stream_wait_event,
+    /* .stream_enqueue_host_fn = */ stream_enqueue_host_fn,
+    /* .event_create = */ event_create,
+    /* .event_destroy = */ event_destroy,
+    /* .event_record = */ event_record,
+    /* .event_query = */ event_query,
+    /* .event_synchronize = */ event_synchronize,
+    /* .event_elapsed_ms = */ event_elapsed_ms,
+    /* .precision_query = */ precision_query,
+    /* .comm_create = */ comm_create,
+    /* .comm_destroy = */ comm_destroy,
+    /* .comm_abort = */ comm_abort,
+    /* .comm_get_async_error = */ comm_get_async_error,
+    /* .comm_all_reduce = */ comm_all_reduce,
+    /* .comm_broadcast = */ comm_broadcast,
+    /* .comm_all_gather = */ comm_all_gather,
+    /* .comm_reduce_scatter = */ comm_reduce_scatter,
+    /* .comm_barrier = */ comm_barrier,
+    /* .comm_send = */ comm_send,
+    /* .comm_recv = */ comm_recv,
+};
+
+}  // namespace
+
+const accel_host_api* host_api() { return g_host.load(); }
+
+void log(accel_log_level level, const std::string& message) {
+  const accel_host_api* host = g_host.load();
+  if (host == nullptr || !ACCEL_HAS_FIELD(host, accel_host_api, log) || host->log == nullptr) {
+    return;
+  }
+  host->log(host->log_user_data, level, message.c_str());
+}
+
+accel_error* require_init(const char* call) {
+  if (g_initialized.load()) return nullptr;
+  return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
+                    std::string(call) + ": the cuda backend is not initialised (call init first)");
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+accel_error* DeviceGuard::enter(const char* call, int32_t device) {
+  int current = -1;
+  if (accel_error* error = cuda_error(call, "cudaGetDevice", cudaGetDevice(&current))) {
+    return error;
+  }
+  if (current == device) return nullptr;
+  if (accel_error* error = cuda_error(call, "cudaSetDevice", cudaSetDevice(device))) return error;
+  previous_ = current;
+  return nullptr;
+}
+
+}  // namespace accel_cuda
+
+// The one exported symbol. Keeps the host pointer (valid until unload) for logging;
+// never rejects a host version: the host decides.
+extern "C" ACCEL_PLUGIN_EXPORT const accel_backend_api* accel_backend_get_api(
+    const accel_host_api* host) {
+  if (host != nullptr) accel_cuda::g_host.store(host);
+  return &accel_cuda::kApi;
+}
