@@ -79,7 +79,7 @@ struct accel_comm {
   int32_t device = 0;
   int64_t timeout_ms = 0;
   ncclComm_t nccl = nullptr;
-  cudaStream_t own_stream = nullptr;  // for operations with a NULL stream
+  cudaStream_t own_stream = nullptr;   // for operations with a NULL stream
   cudaEvent_t legacy_ready = nullptr;  // orders those after the legacy default stream
   float* barrier_buffer = nullptr;     // one element on the device, for comm_barrier
 
@@ -129,11 +129,10 @@ accel_status_code status_of(ncclResult_t result) {
 accel_error* nccl_error(const accel_comm* comm, ncclComm_t nccl, const std::string& call,
                         const char* api, ncclResult_t result) {
   const char* last = ncclGetLastError(nccl);
-  return make_error(status_of(result), call + ": " + api + " failed " + where(comm) + ": " +
-                                           ncclGetErrorString(result) +
-                                           (last != nullptr && last[0] != '\0'
-                                                ? std::string("; NCCL: ") + last
-                                                : std::string()));
+  return make_error(
+      status_of(result),
+      call + ": " + api + " failed " + where(comm) + ": " + ncclGetErrorString(result) +
+          (last != nullptr && last[0] != '\0' ? std::string("; NCCL: ") + last : std::string()));
 }
 
 // Keeps the first failure of the communicator. Caller holds comm->mutex.
@@ -353,8 +352,8 @@ accel_error* submit(accel_comm* comm, accel_stream* stream, const char* call, co
   if (stream == nullptr) {
     // "Runs before returning" starts after what the caller put on the legacy default
     // stream (LibTorch's default), which our non-blocking stream would not wait for.
-    if (accel_error* error = cuda_error(call, "cudaEventRecord",
-                                        cudaEventRecord(comm->legacy_ready, nullptr))) {
+    if (accel_error* error =
+            cuda_error(call, "cudaEventRecord", cudaEventRecord(comm->legacy_ready, nullptr))) {
       return error;
     }
     if (accel_error* error = cuda_error(call, "cudaStreamWaitEvent",
@@ -373,10 +372,9 @@ accel_error* submit(accel_comm* comm, accel_stream* stream, const char* call, co
     if (result == ncclInProgress) result = wait_ready(comm, comm->nccl, deadline);
     if (result == ncclInProgress) {
       if (accel_error* error = check_usable(comm, call)) return error;
-      return make_error(ACCEL_STATUS_TIMEOUT, std::string(call) + ": NCCL did not accept the " +
-                                                  "operation within " +
-                                                  std::to_string(comm->timeout_ms) + " ms " +
-                                                  where(comm));
+      return make_error(ACCEL_STATUS_TIMEOUT,
+                        std::string(call) + ": NCCL did not accept the " + "operation within " +
+                            std::to_string(comm->timeout_ms) + " ms " + where(comm));
     }
     if (result != ncclSuccess) return nccl_error(comm, comm->nccl, call, api, result);
     if (accel_error* error =

@@ -40,8 +40,8 @@ Availability probe() {
   int count = 0;
   const cudaError_t count_result = cudaGetDeviceCount(&count);
   (void)cudaGetLastError();  // a failed probe must not linger as CUDA's last error
-  const std::string detail = std::string(cudaGetErrorName(count_result)) + ": " +
-                             cudaGetErrorString(count_result);
+  const std::string detail =
+      std::string(cudaGetErrorName(count_result)) + ": " + cudaGetErrorString(count_result);
   if (count_result == cudaSuccess && count > 0) {
     result.available = true;
     result.count = count;
@@ -57,11 +57,11 @@ Availability probe() {
                     cuda_version_text(CUDART_VERSION) + " (CUDART_VERSION " +
                     std::to_string(CUDART_VERSION) + "); update the NVIDIA driver";
   } else if (count_result == cudaErrorNoDevice || count_result == cudaSuccess) {
-    result.reason = "no CUDA device visible" + visible_devices_note() + " (cudaGetDeviceCount: " +
-                    detail + ")";
+    result.reason =
+        "no CUDA device visible" + visible_devices_note() + " (cudaGetDeviceCount: " + detail + ")";
   } else {
-    result.reason = "CUDA is not usable here: cudaGetDeviceCount failed: " + detail +
-                    visible_devices_note();
+    result.reason =
+        "CUDA is not usable here: cudaGetDeviceCount failed: " + detail + visible_devices_note();
   }
   return result;
 }
@@ -155,8 +155,8 @@ accel_error* device_get_current(int32_t* device) {
       return make_error(ACCEL_STATUS_UNAVAILABLE, "device_get_current: " + probe.reason);
     }
     int current = 0;
-    if (accel_error* error = cuda_error("device_get_current", "cudaGetDevice",
-                                        cudaGetDevice(&current))) {
+    if (accel_error* error =
+            cuda_error("device_get_current", "cudaGetDevice", cudaGetDevice(&current))) {
       return error;
     }
     *device = current;

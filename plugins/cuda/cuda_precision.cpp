@@ -50,7 +50,8 @@ accel_error* check_query(accel_precision_query* query) {
 std::string capability_text(int major, int minor, int32_t device) {
   std::string name;
   cudaDeviceProp props{};
-  if (cudaGetDeviceProperties(&props, device) == cudaSuccess) name = std::string(" (") + props.name + ")";
+  if (cudaGetDeviceProperties(&props, device) == cudaSuccess)
+    name = std::string(" (") + props.name + ")";
   return "compute capability " + std::to_string(major) + "." + std::to_string(minor) + name;
 }
 
@@ -62,13 +63,13 @@ void answer(accel_precision_query* query, int major, int minor) {
   query->autocast_reason = "";
   if (!query->autocast_supported) {
     const std::string has = capability_text(major, minor, query->device);
-    query->autocast_reason = keep_reason(
-        query->device, query->dtype,
-        bf16 ? "bf16 autocast needs compute capability 8.0 (Ampere) or newer; device " +
-                   std::to_string(query->device) + " has " + has +
-                   "; use fp16 mixed precision (with gradient scaling) instead"
-             : "fp16 autocast needs compute capability 5.3 or newer; device " +
-                   std::to_string(query->device) + " has " + has + "; run in fp32");
+    query->autocast_reason =
+        keep_reason(query->device, query->dtype,
+                    bf16 ? "bf16 autocast needs compute capability 8.0 (Ampere) or newer; device " +
+                               std::to_string(query->device) + " has " + has +
+                               "; use fp16 mixed precision (with gradient scaling) instead"
+                         : "fp16 autocast needs compute capability 5.3 or newer; device " +
+                               std::to_string(query->device) + " has " + has + "; run in fp32");
   }
   query->grad_scaling_supported = true;
   query->grad_scaling_reason = "";

@@ -99,8 +99,7 @@ MemoryStore::MemoryStore() {
   store_.get = get_fn;
 }
 
-accel_status_code MemoryStore::set_fn(void* self, const char* key, const void* value,
-                                      size_t size) {
+accel_status_code MemoryStore::set_fn(void* self, const char* key, const void* value, size_t size) {
   auto* store = static_cast<MemoryStore*>(self);
   {
     std::lock_guard<std::mutex> lock(store->mutex_);

@@ -52,9 +52,9 @@ class MemoryStore {
 }  // namespace cuda_plugin_test
 
 // Skips the test on a machine without a usable CUDA device, saying why.
-#define REQUIRE_CUDA_DEVICE()                                                                \
-  do {                                                                                       \
-    if (!::cuda_plugin_test::device_available()) {                                           \
-      GTEST_SKIP() << "needs a CUDA device: " << ::cuda_plugin_test::unavailable_reason();   \
-    }                                                                                        \
+#define REQUIRE_CUDA_DEVICE()                                                              \
+  do {                                                                                     \
+    if (!::cuda_plugin_test::device_available()) {                                         \
+      GTEST_SKIP() << "needs a CUDA device: " << ::cuda_plugin_test::unavailable_reason(); \
+    }                                                                                      \
   } while (false)

@@ -160,7 +160,7 @@ TEST(CudaGpuStream, HostFunctionErrorsReachSynchronizeOnce) {
   const Status status = take(api().stream_synchronize(stream));
   EXPECT_EQ(status.code, ACCEL_STATUS_INTERNAL);
   EXPECT_EQ(status.message, message);
-  EXPECT_EQ(ran, 2);  // later work still runs, in order
+  EXPECT_EQ(ran, 2);                                  // later work still runs, in order
   EXPECT_TRUE(ok(api().stream_synchronize(stream)));  // reported once
   bool done = false;
   ASSERT_TRUE(ok(api().stream_query(stream, &done)));
@@ -338,7 +338,8 @@ TEST(CudaGpuComm, CreateTimesOutWithoutPeers) {
 // Two ranks in two threads on two GPUs: all_reduce and send/recv across them.
 TEST(CudaGpuComm, TwoRanksOnTwoDevices) {
   REQUIRE_CUDA_DEVICE();
-  if (device_count() < 2) GTEST_SKIP() << "needs two CUDA devices; " << device_count() << " visible";
+  if (device_count() < 2)
+    GTEST_SKIP() << "needs two CUDA devices; " << device_count() << " visible";
   MemoryStore store;
   const size_t n = 4096;
   std::vector<std::string> failures(2);
