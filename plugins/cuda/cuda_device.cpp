@@ -4,6 +4,7 @@
 #include "cuda_device.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <map>
@@ -35,6 +36,21 @@ std::string visible_devices_note() {
 
 Availability probe() {
   Availability result;
+  // Without the driver, stop before the CUDA runtime starts: its initialisation leaves
+  // state behind (exit handlers among it) in this process, and a launcher that probed
+  // every plugin and then forks CPU workers from itself hands that state to them (seen:
+  // forked workers hanging in their exit until killed).
+  if (void* libcuda = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    ::dlclose(libcuda);
+  } else {
+    const char* why = ::dlerror();
+    result.reason = std::string("no CUDA driver: libcuda.so.1 not found (") +
+                    (why != nullptr ? why : "dlopen failed") +
+                    "; the CUDA runtime's cudaGetDeviceCount was not tried); install the "
+                    "NVIDIA driver for CUDA " +
+                    cuda_version_text(CUDART_VERSION) + " or newer";
+    return result;
+  }
   int driver = 0;
   const cudaError_t driver_result = cudaDriverGetVersion(&driver);
   int count = 0;

@@ -57,7 +57,7 @@ TEST(CudaPluginUnavailable, NamesTheMissingDriver) {
   const std::string reason = unavailable_reason();
   EXPECT_TRUE(contains(reason, "no CUDA driver")) << reason;
   EXPECT_TRUE(contains(reason, "libcuda.so.1")) << reason;
-  EXPECT_TRUE(contains(reason, "cudaGetDeviceCount")) << reason;
+  EXPECT_TRUE(contains(reason, "not tried")) << reason;  // the runtime stays untouched
 }
 
 TEST(CudaPluginUnavailable, CountsNoDevice) {
