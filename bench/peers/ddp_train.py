@@ -41,16 +41,18 @@ class Cnn(nn.Module):
         return self.fc2(x)
 
 
-def workload(name):
-    """Model, optimizer and one fixed batch of 64, as bench_models.hpp."""
+def workload(name, device):
+    """Model, optimizer and one fixed batch of 64, as bench_models.hpp: built on the CPU
+    (the same weights as ours), then moved to `device` before the optimizer sees them."""
     if name == "mlp":
         model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
-                              nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024))
+                              nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024)).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        return model, optimizer, torch.randn(64, 1024), torch.randint(1024, (64,))
-    model = Cnn()
+        return model, optimizer, torch.randn(64, 1024).to(device), torch.randint(1024, (64,)).to(device)
+    model = Cnn().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    return model, optimizer, torch.randn(64, 1, 28, 28), torch.randint(10, (64,))
+    return (model, optimizer, torch.randn(64, 1, 28, 28).to(device),
+            torch.randint(10, (64,)).to(device))
 
 
 def main():
@@ -73,12 +75,7 @@ def main():
     if args.device == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
-    model, optimizer, data, target = workload(args.model)  # built on the CPU, as ours
-    model, data, target = model.to(device), data.to(device), target.to(device)
-    if args.model == "mlp":  # the optimizer must see the moved parameters
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model, optimizer, data, target = workload(args.model, device)
     rank = 0
     if not args.bare:
         torch.distributed.init_process_group("nccl" if args.device == "cuda" else "gloo")
