@@ -18,7 +18,7 @@ static_assert(offsetof(accel_host_api, abi_minor) == 12);
 static_assert(ACCEL_OPTION_STRUCT_SIZE == 24);
 static_assert(ACCEL_HOST_API_STRUCT_SIZE == 48);
 static_assert(ACCEL_KV_STORE_STRUCT_SIZE == 48);
-static_assert(ACCEL_BACKEND_INFO_STRUCT_SIZE == 56);
+static_assert(ACCEL_BACKEND_INFO_STRUCT_SIZE_1_0 == 56);
 static_assert(ACCEL_DEVICE_AVAILABILITY_STRUCT_SIZE == 24);
 static_assert(ACCEL_DEVICE_PROPERTIES_STRUCT_SIZE == 40);
 static_assert(ACCEL_MEMORY_STATS_STRUCT_SIZE == 48);
@@ -28,6 +28,14 @@ static_assert(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE == 80);
 static_assert(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE == 104);
 static_assert(ACCEL_INIT_ARGS_STRUCT_SIZE == 24);
 static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_0 == 16 + 41 * sizeof(void*));
+
+// Sizes as shipped in 1.1: appended fields and entries only.
+static_assert(offsetof(accel_backend_info, fork_safety) == ACCEL_BACKEND_INFO_STRUCT_SIZE_1_0);
+static_assert(ACCEL_BACKEND_INFO_STRUCT_SIZE == 88);
+static_assert(ACCEL_MEMORY_COPY_ARGS_STRUCT_SIZE == 56);
+static_assert(ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE == 32);
+static_assert(offsetof(accel_backend_api, runtime_get_versions) == ACCEL_BACKEND_API_STRUCT_SIZE_1_0);
+static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_1 == ACCEL_BACKEND_API_STRUCT_SIZE_1_0 + 6 * sizeof(void*));
 #endif
 
 namespace {

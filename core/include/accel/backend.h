@@ -47,7 +47,7 @@ extern "C" {
 /* Bump the minor when appending entries or fields; record it in docs/abi-changelog.md.
  * Never change the major for an addition. */
 #define ACCEL_ABI_VERSION_MAJOR 1
-#define ACCEL_ABI_VERSION_MINOR 0
+#define ACCEL_ABI_VERSION_MINOR 1
 
 /* The one exported symbol, by name, for the loader. */
 #define ACCEL_BACKEND_ENTRY_SYMBOL "accel_backend_get_api"
@@ -172,6 +172,19 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_KV_STORE_STRUCT_SIZE, accel_kv_store, remove);
 
 /* ------------------------------------------------------------------- Info */
 
+/* Whether a process that has called the plugin's probes may fork (1.1). */
+typedef enum accel_fork_safety {
+  /* The plugin does not say (every 1.0 plugin): treated as ACCEL_FORK_UNSAFE. */
+  ACCEL_FORK_UNKNOWN = 0,
+  /* Probing starts no thread, takes no lock it keeps, and initialises no driver: a
+   * child forked afterwards may init the plugin and use it. */
+  ACCEL_FORK_SAFE = 1,
+  /* Probing may initialise a driver or start threads: the launcher starts workers
+   * with a fresh exec. */
+  ACCEL_FORK_UNSAFE = 2
+} accel_fork_safety;
+
+
 /* Static facts about the plugin. Every string is owned by the plugin and valid
  * until it is unloaded; NULL where the doc says so. */
 typedef struct accel_backend_info {
@@ -188,8 +201,28 @@ typedef struct accel_backend_info {
   /* The environment variable that restricts visible devices, e.g.
    * "CUDA_VISIBLE_DEVICES". NULL if the backend has none. */
   const char* visible_devices_env;
+
+  /* --- 1.1 (read only when struct_size covers them) --- */
+  /* What the plugin's probes (every call marked "no init needed") leave behind in
+   * the calling process; the launcher forks workers from itself only after probing
+   * plugins that all say ACCEL_FORK_SAFE. */
+  accel_fork_safety fork_safety;
+  /* The framework extension: libraries, linked to LibTorch, that teach LibTorch this
+   * backend's device type (for a PrivateUse1 device, the library that registers its
+   * allocator, device guard and kernels). NULL with num 0: LibTorch knows the device
+   * natively (cpu, cuda). Entries are file names ("libtorch_musa.so") or absolute
+   * paths; the worker loads them in this order, after init and before any tensor
+   * touches the device (see "Framework extension" below for the search). */
+  const char* const* framework_extensions;
+  size_t num_framework_extensions;
+  /* An environment variable holding colon-separated directories searched first for
+   * framework_extensions (e.g. "TORCH_MUSA_LIB_DIR"). NULL: none. */
+  const char* framework_extension_path_env;
 } accel_backend_info;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_INFO_STRUCT_SIZE, accel_backend_info, visible_devices_env);
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_INFO_STRUCT_SIZE, accel_backend_info,
+                         framework_extension_path_env);
+/* accel_backend_info as it shipped in 1.0. */
+#define ACCEL_BACKEND_INFO_STRUCT_SIZE_1_0 ACCEL_STRUCT_SIZE(accel_backend_info, visible_devices_env)
 
 /* ----------------------------------------------------------------- Device */
 
@@ -348,6 +381,49 @@ typedef struct accel_collective_args {
 } accel_collective_args;
 ACCEL_DEFINE_STRUCT_SIZE(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE, accel_collective_args, tag);
 
+/* ---------------------------------------------------------- Device memory */
+
+/* Device memory (1.1): memory_allocate returns a pointer into a device's own
+ * memory, valid on that device until memory_free. A plugin whose devices address
+ * host memory directly (cpu) may leave these entries NULL; the core then uses host
+ * memory. A pointer that is not the plugin's device memory, passed where device
+ * memory is expected, is INVALID_ARGUMENT naming the argument where the plugin can
+ * tell (a discrete device can). */
+typedef enum accel_memory_copy_kind {
+  ACCEL_COPY_HOST_TO_DEVICE = 0,
+  ACCEL_COPY_DEVICE_TO_HOST = 1,
+  ACCEL_COPY_DEVICE_TO_DEVICE = 2
+} accel_memory_copy_kind;
+
+/* One copy of size_bytes. dst and src are owned by the caller and must stay valid
+ * until the copy has completed: when the call returns if stream is NULL, else in
+ * stream order (an event recorded after it completes after it). */
+typedef struct accel_memory_copy_args {
+  size_t struct_size;
+  accel_memory_copy_kind kind;
+  int32_t device;     /* the device of the device-side pointer (dst's for DEVICE_TO_DEVICE) */
+  int32_t src_device; /* DEVICE_TO_DEVICE only: src's device; may differ from device */
+  int32_t reserved;   /* 0 */
+  void* dst;
+  const void* src;
+  size_t size_bytes;    /* 0 is a no-op */
+  accel_stream* stream; /* NULL: synchronous; else enqueued on this stream of `device` */
+} accel_memory_copy_args;
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_MEMORY_COPY_ARGS_STRUCT_SIZE, accel_memory_copy_args, stream);
+
+/* ------------------------------------------------------- Runtime versions */
+
+/* For `accelrun env` and bug reports (1.1). Strings are owned by the plugin, valid
+ * until unload; "" where unknown, never NULL. */
+typedef struct accel_runtime_versions {
+  size_t struct_size;
+  const char* driver_version;             /* e.g. "580.65.06" */
+  const char* runtime_version;            /* e.g. "CUDA 13.0", "MUSA 4.0.0" */
+  const char* collective_library_version; /* e.g. "NCCL 2.27.3", "gloo" */
+} accel_runtime_versions;
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE, accel_runtime_versions,
+                         collective_library_version);
+
 /* ------------------------------------------------------------ Init options */
 
 typedef struct accel_init_args {
@@ -476,12 +552,32 @@ typedef struct accel_backend_api {
   accel_error* (*comm_barrier)(const accel_collective_args* args);
   accel_error* (*comm_send)(const accel_collective_args* args);
   accel_error* (*comm_recv)(const accel_collective_args* args);
-} accel_backend_api;
-ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_API_STRUCT_SIZE, accel_backend_api, comm_recv);
 
-/* The size of the table as it shipped in ABI 1.0. A 1.x table smaller than this is
- * malformed. Keep one such macro per shipped minor. */
+  /* ===== 1.1: read only when struct_size covers them (ACCEL_HAS_FIELD) ===== */
+
+  /* --- runtime versions (no init needed; may be NULL) --- */
+  accel_error* (*runtime_get_versions)(accel_runtime_versions* out);
+
+  /* --- device memory (see "Device memory"; all three or none) --- */
+  /* Allocates size_bytes (> 0) on `device`, aligned to at least 256 bytes.
+   * OUT_OF_MEMORY when the device cannot; the message names the size and device. */
+  accel_error* (*memory_allocate)(int32_t device, size_t size_bytes, void** ptr /* out */);
+  /* Frees memory from memory_allocate on the same device. NULL is a no-op. The
+   * caller ensures no enqueued work still uses it. */
+  accel_error* (*memory_free)(int32_t device, void* ptr);
+  accel_error* (*memory_copy)(const accel_memory_copy_args* args);
+  /* Page-locked host memory for faster copies: optional, both or neither. Memory
+   * from host_memory_allocate is ordinary host memory to every other call. */
+  accel_error* (*host_memory_allocate)(size_t size_bytes, void** ptr /* out */);
+  accel_error* (*host_memory_free)(void* ptr);
+} accel_backend_api;
+ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_API_STRUCT_SIZE, accel_backend_api, host_memory_free);
+
+/* The size of the table as it shipped in each minor. A 1.x table smaller than the
+ * 1.0 size is malformed; a table of at least the 1.1 size has every 1.1 entry (each
+ * may still be NULL where its comment allows). Keep one such macro per shipped minor. */
 #define ACCEL_BACKEND_API_STRUCT_SIZE_1_0 ACCEL_STRUCT_SIZE(accel_backend_api, comm_recv)
+#define ACCEL_BACKEND_API_STRUCT_SIZE_1_1 ACCEL_STRUCT_SIZE(accel_backend_api, host_memory_free)
 
 /* --------------------------------------------------------- The entry point */
 
@@ -491,6 +587,24 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_API_STRUCT_SIZE, accel_backend_api, comm_
  * plugin must not reject an unknown host version here; the host decides, so both
  * versions reach the user in one message. */
 typedef const accel_backend_api* (*accel_backend_get_api_fn)(const accel_host_api* host);
+
+/* -------------------------------------------------- Framework extension */
+
+/* How the worker finds each entry of accel_backend_info.framework_extensions (1.1):
+ * an absolute path is used as it is; a file name is looked up in the directories of
+ * the variable framework_extension_path_env names (in order), then in the plugin's
+ * own directory, then by the dynamic linker's own search (LD_LIBRARY_PATH, the
+ * cache). It is loaded with RTLD_NOW | RTLD_LOCAL; its static initialisers register
+ * the device with LibTorch. A file that is missing or fails to load stops the worker
+ * with an error naming the file, the directories searched and the plugin.
+ *
+ * An extension that needs the plugin (the simulated device's allocator calls its
+ * memory entries) exports this optional symbol; the worker calls it once, right
+ * after loading it, with the plugin's table, valid until the plugin is unloaded
+ * (which happens after the extension's last use). A non-NULL return (made with the
+ * plugin's error_create) stops the worker with that message. */
+#define ACCEL_FRAMEWORK_EXTENSION_ATTACH_SYMBOL "accel_framework_extension_attach"
+typedef accel_error* (*accel_framework_extension_attach_fn)(const accel_backend_api* plugin);
 
 /* NOLINTEND(modernize-use-using, modernize-redundant-void-arg,
  *           bugprone-macro-parentheses, bugprone-sizeof-expression) */
