@@ -103,13 +103,13 @@ TEST(AutocastGuard, IsThreadLocal) {
 }
 
 TEST(AutocastGuard, RefusesWhatLibTorchCannotAndChangesNothing) {
-  EXPECT_THROW((AutocastGuard{kCpu, at::kFloat}), std::invalid_argument);
+  EXPECT_THROW((AutocastGuard{kCpu, at::kFloat}), accel::UsageError);
 #if TORCH_VERSION_MAJOR < 2
   // LibTorch 1.13 autocasts the CPU to bf16 only.
   try {
     AutocastGuard guard(kCpu, at::kHalf);
     FAIL() << "fp16 CPU autocast accepted on LibTorch " TORCH_VERSION;
-  } catch (const std::invalid_argument& e) {
+  } catch (const accel::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(TORCH_VERSION), std::string::npos) << e.what();
   }
@@ -118,7 +118,7 @@ TEST(AutocastGuard, RefusesWhatLibTorchCannotAndChangesNothing) {
   try {
     AutocastGuard guard(c10::DeviceType::MPS, at::kHalf);
     FAIL() << "MPS autocast accepted on LibTorch " TORCH_VERSION;
-  } catch (const std::invalid_argument& e) {
+  } catch (const accel::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("mps"), std::string::npos) << e.what();
   }
 #endif
@@ -303,13 +303,13 @@ TEST(GradScaler, ChecksEveryGradientAcrossGroupsAndSkipsMissingOnes) {
 TEST(GradScaler, CallsOutOfOrderAreErrors) {
   GradScaler scaler;
   Model m;
-  EXPECT_THROW(scaler.update(), std::logic_error);
+  EXPECT_THROW(scaler.update(), accel::UsageError);
   m.backward(scaler);
   scaler.unscale_(m.sgd);
-  EXPECT_THROW(scaler.unscale_(m.sgd), std::logic_error);
+  EXPECT_THROW(scaler.unscale_(m.sgd), accel::UsageError);
   scaler.step(m.sgd);
-  EXPECT_THROW(scaler.step(m.sgd), std::logic_error);
-  EXPECT_THROW(scaler.unscale_(m.sgd), std::logic_error);
+  EXPECT_THROW(scaler.step(m.sgd), accel::UsageError);
+  EXPECT_THROW(scaler.unscale_(m.sgd), accel::UsageError);
   scaler.update();
   m.backward(scaler);
   EXPECT_NO_THROW(scaler.step(m.sgd));
@@ -323,7 +323,7 @@ TEST(GradScaler, Fp16ParametersAreRefused) {
   try {
     scaler.step(sgd);
     FAIL() << "fp16 gradients accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const accel::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("fp32"), std::string::npos) << e.what();
   }
 }
@@ -346,7 +346,7 @@ TEST(GradScaler, BadOptionsNameTheField) {
   auto message = [](GradScalerOptions o) {
     try {
       GradScaler s(o);
-    } catch (const std::invalid_argument& e) {
+    } catch (const accel::UsageError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -391,11 +391,11 @@ TEST(GradScaler, StateRoundTripsThroughATensorMap) {
   try {
     b.load_state_dict(missing);
     FAIL() << "missing key accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const accel::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("_growth_tracker"), std::string::npos) << e.what();
   }
   EXPECT_EQ(b.state(), a.state()) << "a failed load must change nothing";
-  EXPECT_THROW(b.load_state({-1.0, 0}), std::invalid_argument);
+  EXPECT_THROW(b.load_state({-1.0, 0}), accel::UsageError);
   b.load_state({4.0, 2});
   EXPECT_EQ(b.get_scale(), 4.0);
 }

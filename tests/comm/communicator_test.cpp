@@ -161,21 +161,21 @@ void check_work_semantics(accel::Communicator& comm) {
 
 void check_errors(accel::Communicator& comm) {
   at::Tensor complex = at::zeros({2}, at::kComplexFloat);
-  expect_throw<std::invalid_argument>(
+  expect_throw<accel::UsageError>(
       "complex dtype", [&] { comm.all_reduce(complex); }, "ComplexFloat");
   at::Tensor meta = at::empty({2}, at::TensorOptions().device(at::kMeta));
-  expect_throw<std::invalid_argument>(
+  expect_throw<accel::UsageError>(
       "meta device", [&] { comm.all_reduce(meta); }, "needs tensors on device type 'cpu'");
   at::Tensor strided = at::zeros({4, 4}).t();
-  expect_throw<std::invalid_argument>(
+  expect_throw<accel::UsageError>(
       "non-contiguous", [&] { comm.all_reduce(strided); }, "not contiguous");
   at::Tensor in = at::zeros({3}), small = at::zeros({2});
-  expect_throw<std::invalid_argument>(
+  expect_throw<accel::UsageError>(
       "all_gather size", [&] { comm.all_gather(small, in); },
       "expected " + std::to_string(3 * comm.world_size()));
   // A checked collective where rank 1 disagrees: every rank learns who.
   at::Tensor odd = at::zeros({comm.rank() == 1 ? 5 : 4});
-  expect_throw<std::invalid_argument>(
+  expect_throw<accel::UsageError>(
       "peer mismatch", [&] { comm.all_reduce(odd); }, "rank 1 called");
 }
 

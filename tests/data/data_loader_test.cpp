@@ -122,12 +122,12 @@ TEST(DataLoader, BadInputIsRejected) {
   accel::DataLoaderOptions options;
   options.batch_size = 2;
   EXPECT_THROW(accel::DataLoader(at::zeros({4, 2}), at::zeros({3}), options),
-               std::invalid_argument);
+               accel::UsageError);
   accel::DataLoader loader = make_loader(4, options);
-  EXPECT_THROW(loader.shard(2, 2), std::invalid_argument);
+  EXPECT_THROW(loader.shard(2, 2), accel::UsageError);
   EXPECT_EQ(loader.process_index(), 0);  // unchanged after a failed shard
   options.batch_size = 0;
-  EXPECT_THROW(make_loader(4, options), std::invalid_argument);
+  EXPECT_THROW(make_loader(4, options), accel::UsageError);
 }
 
 }  // namespace

@@ -180,10 +180,10 @@ TEST(SyntheticText, ShortSequencesAndBadOptions) {
   options.num_samples = 300;
   EXPECT_EQ(ds::synthetic_text_classification(options).data.size(1), 6);
   options.seq_len = ds::kSyntheticTextMinLength - 1;
-  EXPECT_THROW(ds::synthetic_text_classification(options), std::invalid_argument);
+  EXPECT_THROW(ds::synthetic_text_classification(options), accel::UsageError);
   options.seq_len = 8;
   options.vocab_size = 3;
-  EXPECT_THROW(ds::synthetic_text_classification(options), std::invalid_argument);
+  EXPECT_THROW(ds::synthetic_text_classification(options), accel::UsageError);
 }
 
 }  // namespace

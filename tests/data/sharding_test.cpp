@@ -252,19 +252,19 @@ TEST(Sharding, BadOptionsAreNamed) {
   ShardOptions o;
   o.dataset_size = 10;
   o.batch_size = 0;
-  EXPECT_THROW(plan_shard(o), std::invalid_argument);
+  EXPECT_THROW(plan_shard(o), accel::UsageError);
   o.batch_size = 3;
   o.num_processes = 0;
-  EXPECT_THROW(plan_shard(o), std::invalid_argument);
+  EXPECT_THROW(plan_shard(o), accel::UsageError);
   o.num_processes = 2;
   o.process_index = 2;
-  EXPECT_THROW(plan_shard(o), std::invalid_argument);
+  EXPECT_THROW(plan_shard(o), accel::UsageError);
   o.process_index = 0;
   o.split_batches = true;
   try {
     plan_shard(o);
     FAIL() << "split_batches with 3 over 2 processes must throw";
-  } catch (const std::invalid_argument& e) {
+  } catch (const accel::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("split_batches"), std::string::npos) << e.what();
   }
 }

@@ -95,9 +95,8 @@ struct AcceleratorOptions {
   // Reducer bucket size in MiB (DDP's bucket_cap_mb), and the first bucket's, which
   // closes early so its all-reduce overlaps backward (ReducerOptions; 0 = no own cap).
   // Unset: DDP's 1 MiB on an accelerator, 0 on the CPU plugin, where the collective and
-  // backward share the same cores: on the 2-process CPU MLP benchmark 1 MiB gained
-  // nothing (13.8 against 14.1 steps/s, medians of 7 interleaved runs, within noise)
-  // and costs one collective more per step.
+  // backward share the same cores, so an early bucket gains nothing there
+  // (docs/performance.md) and costs one collective more per step.
   double bucket_cap_mb = 25.0;
   std::optional<double> first_bucket_cap_mb;
   // Data loaders: batch_size is the global batch, split over the processes; and pad the

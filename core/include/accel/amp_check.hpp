@@ -24,7 +24,7 @@ namespace accel {
 
 // The one exception type of mixed-precision gating. what() is one line naming the
 // backend, the device, the mode, the plugin's reason and the modes that would work.
-class PrecisionError : public std::runtime_error {
+class PrecisionError : public Error {
  public:
   PrecisionError(const std::string& message, std::string backend, MixedPrecision mode,
                  std::string reason, std::vector<MixedPrecision> alternatives);

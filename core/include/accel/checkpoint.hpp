@@ -47,6 +47,8 @@
 #include <string>
 #include <vector>
 
+#include "accel/error.hpp"
+
 namespace torch {
 namespace nn {
 class Module;
@@ -215,9 +217,9 @@ void save_model(const torch::nn::Module& model, const std::filesystem::path& dir
 // Loads save_model's (or a checkpoint's) model.pt into `model` (same names and shapes).
 void load_model(torch::nn::Module& model, const std::filesystem::path& dir);
 
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CheckpointError(const std::string& message) : Error(ErrorKind::checkpoint, message) {}
 };
 
 }  // namespace accel

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "accel/error.hpp"
 #include "accel/sharding.hpp"
 
 namespace accel {
@@ -179,7 +180,7 @@ std::size_t DataLoader::size_of(const T& size) {
     return static_cast<std::size_t>(size);
   } else {
     if (!size.has_value()) {
-      throw std::invalid_argument(
+      throw UsageError(
           "DataLoader: the dataset has no size (a stream dataset); "
           "only map-style datasets with a size can be sharded");
     }

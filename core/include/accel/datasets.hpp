@@ -19,11 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "accel/error.hpp"
+
 namespace accel::datasets {
 
-class DatasetError : public std::runtime_error {
+class DatasetError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DatasetError(const std::string& message) : Error(ErrorKind::dataset, message) {}
 };
 
 // A dataset held as two tensors, samples along dim 0: give both to DataLoader's tensor

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "accel/error.hpp"
+
 namespace accel {
 
 // ------------------------------------------------------------------- Choices
@@ -98,7 +100,7 @@ struct ConfigOrigin {
 // line a user can act on, e.g.
 //   /home/me/.config/accelrun/default_config.toml:5:19: mixed_precision: invalid value
 //   "fp8"; valid choices: no, fp16, bf16
-class ConfigError : public std::runtime_error {
+class ConfigError : public Error {
  public:
   ConfigError(const std::string& message, std::string key, ConfigOrigin origin);
 

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "accel/amp.hpp"
+#include "accel/error.hpp"
 
 #define ACCEL_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||        \
@@ -104,7 +105,7 @@ std::string describe(c10::DeviceType type) { return c10::DeviceTypeName(type, tr
 
 void require_autocast(c10::DeviceType type) {
   if (!has_autocast(type)) {
-    throw std::invalid_argument("autocast: LibTorch " TORCH_VERSION
+    throw UsageError("autocast: LibTorch " TORCH_VERSION
                                 " has no autocast for device "
                                 "type '" +
                                 describe(type) +
@@ -117,13 +118,13 @@ void require_autocast(c10::DeviceType type) {
 // nothing has changed yet when it does.
 void set_dtype_or_explain(c10::DeviceType type, at::ScalarType dtype) {
   if (dtype != at::kBFloat16 && dtype != at::kHalf) {
-    throw std::invalid_argument(std::string("autocast: dtype ") + c10::toString(dtype) +
+    throw UsageError(std::string("autocast: dtype ") + c10::toString(dtype) +
                                 " is not a mixed-precision dtype; use BFloat16 or Half");
   }
   try {
     set_dtype(type, dtype);
   } catch (const c10::Error& e) {
-    throw std::invalid_argument(
+    throw UsageError(
         "autocast: LibTorch " TORCH_VERSION " cannot autocast device type '" + describe(type) +
         "' to " + c10::toString(dtype) + ": " + e.what_without_backtrace());
   }

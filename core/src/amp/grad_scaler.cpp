@@ -19,13 +19,14 @@
 
 #include "accel/amp.hpp"
 #include "accel/communicator.hpp"
+#include "accel/error.hpp"
 
 namespace accel::amp {
 namespace {
 
 void check_options(const GradScalerOptions& o) {
   auto fail = [](const std::string& what) {
-    throw std::invalid_argument("GradScalerOptions: " + what);
+    throw UsageError("GradScalerOptions: " + what);
   };
   if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
     fail("init_scale must be positive and finite, got " + std::to_string(o.init_scale));
@@ -46,7 +47,7 @@ std::vector<std::vector<at::Tensor>> gradients_by_device(torch::optim::Optimizer
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
       if (param.grad().scalar_type() == at::kHalf) {
-        throw std::invalid_argument(
+        throw UsageError(
             "GradScaler: a parameter has fp16 gradients; keep the model's parameters in fp32 "
             "(autocast casts per op) so the unscaled gradients and the step stay exact");
       }
@@ -77,11 +78,11 @@ at::Tensor found_non_finite(const std::vector<at::Tensor>& grads) {
 double read_number(const std::map<std::string, at::Tensor>& state, const std::string& key) {
   const auto it = state.find(key);
   if (it == state.end()) {
-    throw std::invalid_argument("GradScaler::load_state_dict: missing key '" + key +
+    throw UsageError("GradScaler::load_state_dict: missing key '" + key +
                                 "' (a state_dict() of GradScaler has it)");
   }
   if (!it->second.defined() || it->second.numel() != 1) {
-    throw std::invalid_argument("GradScaler::load_state_dict: '" + key +
+    throw UsageError("GradScaler::load_state_dict: '" + key +
                                 "' must be a tensor with one element");
   }
   return it->second.to(at::kCPU).to(at::kDouble).item<double>();
@@ -104,7 +105,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   PerOptimizer& record = optimizers_[&optimizer];
   if (record.stage != Stage::kReady) {
-    throw std::logic_error(record.stage == Stage::kUnscaled
+    throw UsageError(record.stage == Stage::kUnscaled
                                ? "GradScaler::unscale_: already called for this optimizer since "
                                  "the last update(); call it at most once per step"
                                : "GradScaler::unscale_: called after step(); call update() first");
@@ -134,7 +135,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
     return true;
   }
   if (optimizers_[&optimizer].stage == Stage::kStepped) {
-    throw std::logic_error(
+    throw UsageError(
         "GradScaler::step: already called for this optimizer since the last update()");
   }
   if (optimizers_[&optimizer].stage == Stage::kReady) unscale_(optimizer);
@@ -159,7 +160,7 @@ void GradScaler::update() {
     found_inf = found_inf || entry.second.found_inf;
   }
   if (!recorded) {
-    throw std::logic_error(
+    throw UsageError(
         "GradScaler::update: no unscale_() or step() since the last update(); call "
         "step(optimizer) first");
   }
@@ -179,7 +180,7 @@ double GradScaler::get_scale() const { return options_.enabled ? state_.scale : 
 
 void GradScaler::load_state(const GradScalerState& state) {
   if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0) {
-    throw std::invalid_argument(
+    throw UsageError(
         "GradScaler::load_state: scale must be positive and finite and "
         "growth_tracker non-negative, got scale " +
         std::to_string(state.scale) + ", growth_tracker " + std::to_string(state.growth_tracker));

@@ -1,6 +1,7 @@
 // accel::Communicator: at::Tensor checks, stream ordering and Work handles over the
 // plugin's accel_comm (through the loader's RAII Comm, Stream and Event).
 #include "accel/communicator.hpp"
+#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 #include <c10/core/Device.h>
@@ -56,7 +57,7 @@ accel_dtype to_accel_dtype(c10::ScalarType type) {
     case c10::kBool:
       return ACCEL_DTYPE_BOOL;
     default:
-      throw std::invalid_argument(
+      throw UsageError(
           std::string("collectives do not support dtype ") + c10::toString(type) +
           "; use float, double, half, bfloat16, int8, uint8, int32, int64 or bool "
           "(convert with tensor.to(...))");
@@ -206,20 +207,20 @@ std::string signature_text(const int64_t* s) {
 
 void Communicator::Impl::check_tensor(const char* op, const char* role, const at::Tensor& t) const {
   const std::string where = std::string(op) + ": " + role + " is ";
-  if (!t.defined()) throw std::invalid_argument(where + "an undefined tensor");
+  if (!t.defined()) throw UsageError(where + "an undefined tensor");
   if (t.device().type() != device_type) {
-    throw std::invalid_argument(where + describe(t) + "; backend '" + plugin->name() +
+    throw UsageError(where + describe(t) + "; backend '" + plugin->name() +
                                 "' needs tensors on device type '" + device_type_name +
                                 "' (move it with tensor.to(...))");
   }
   if (t.device().has_index() && device_type != c10::DeviceType::CPU &&
       t.device().index() != options.device) {
-    throw std::invalid_argument(where + describe(t) + "; this rank's device is " +
+    throw UsageError(where + describe(t) + "; this rank's device is " +
                                 device_type_name + ":" + std::to_string(options.device));
   }
   to_accel_dtype(t.scalar_type());  // throws for unsupported dtypes
   if (!t.is_contiguous()) {
-    throw std::invalid_argument(where + "not contiguous (" + describe(t) +
+    throw UsageError(where + "not contiguous (" + describe(t) +
                                 "); pass tensor.contiguous()");
   }
 }
@@ -248,7 +249,7 @@ void Communicator::Impl::check_peers(const char* op, accel_dtype dtype, int64_t 
   for (int64_t r = 0; r < world; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (s[r * kFields + f] == s[f]) continue;
-      throw std::invalid_argument(std::string(op) + ": rank " + std::to_string(r) + " called " +
+      throw UsageError(std::string(op) + ": rank " + std::to_string(r) + " called " +
                                   signature_text(s + r * kFields) + " where rank 0 called " +
                                   signature_text(s) +
                                   "; every rank must issue the same collectives, in the same "
@@ -292,15 +293,15 @@ Work Communicator::Impl::enqueue(const char* op, std::vector<at::Tensor> keep,
 Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d::Store> store,
                            CommunicatorOptions options)
     : impl_(std::make_shared<Impl>()) {
-  if (!plugin) throw std::invalid_argument("Communicator: plugin is null");
-  if (!store) throw std::invalid_argument("Communicator: store is null");
+  if (!plugin) throw UsageError("Communicator: plugin is null");
+  if (!store) throw UsageError("Communicator: store is null");
   if (!plugin->has_collectives()) {
-    throw std::invalid_argument("backend '" + plugin->name() +
+    throw UsageError("backend '" + plugin->name() +
                                 "' has no collectives (comm_create is NULL): it runs one "
                                 "process only");
   }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    throw std::invalid_argument("Communicator: rank " + std::to_string(options.rank) +
+    throw UsageError("Communicator: rank " + std::to_string(options.rank) +
                                 " is not in 0.." + std::to_string(options.world_size - 1));
   }
   Impl& impl = *impl_;
@@ -308,7 +309,7 @@ Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d:
   try {
     impl.device_type = c10::Device(impl.device_type_name).type();
   } catch (const std::exception&) {
-    throw std::invalid_argument("backend '" + plugin->name() + "' reports device type '" +
+    throw UsageError("backend '" + plugin->name() + "' reports device type '" +
                                 impl.device_type_name + "', which LibTorch does not know");
   }
   impl.plugin = std::move(plugin);
@@ -394,7 +395,7 @@ Work Communicator::all_gather_into(at::Tensor& output, const at::Tensor& input,
   impl_->check_tensor("all_gather", "output", output);
   if (output.scalar_type() != input.scalar_type() ||
       output.numel() != input.numel() * world_size()) {
-    throw std::invalid_argument("all_gather: output is " + describe(output) + "; expected " +
+    throw UsageError("all_gather: output is " + describe(output) + "; expected " +
                                 std::to_string(input.numel() * world_size()) + " elements of " +
                                 c10::toString(input.scalar_type()) + " (world size " +
                                 std::to_string(world_size()) + " x input)");
@@ -410,14 +411,14 @@ Work Communicator::all_gather_into(at::Tensor& output, const at::Tensor& input,
 
 Work Communicator::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (static_cast<int32_t>(outputs.size()) != world_size()) {
-    throw std::invalid_argument("all_gather: " + std::to_string(outputs.size()) +
+    throw UsageError("all_gather: " + std::to_string(outputs.size()) +
                                 " output tensors; expected one per rank (" +
                                 std::to_string(world_size()) + ")");
   }
   for (const at::Tensor& out : outputs) {
     if (!out.defined() || out.sizes() != input.sizes() ||
         out.scalar_type() != input.scalar_type() || out.device() != input.device()) {
-      throw std::invalid_argument("all_gather: an output is " +
+      throw UsageError("all_gather: an output is " +
                                   (out.defined() ? describe(out) : std::string("undefined")) +
                                   "; each must match the input, " + describe(input));
     }
@@ -441,7 +442,7 @@ Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, R
   impl_->check_tensor("reduce_scatter", "output", output);
   if (output.scalar_type() != input.scalar_type() ||
       output.numel() * world_size() != input.numel()) {
-    throw std::invalid_argument("reduce_scatter: input is " + describe(input) + " and output " +
+    throw UsageError("reduce_scatter: input is " + describe(input) + " and output " +
                                 describe(output) + "; input must have world size (" +
                                 std::to_string(world_size()) +
                                 ") x output elements, of the same dtype");

@@ -8,13 +8,15 @@
 
 #include <stdexcept>
 
+#include "accel/error.hpp"
+
 namespace accel {
 
 void select_torch_device(c10::DeviceType type, int32_t index, const std::string& backend) {
   if (type == c10::DeviceType::CPU) return;
   const std::string name = c10::DeviceTypeName(type, /*lower_case=*/true);
   if (!c10::impl::hasDeviceGuardImpl(type)) {
-    throw std::runtime_error(
+    throw Error(ErrorKind::backend,
         "backend '" + backend + "' runs tensors on LibTorch device type '" + name +
         "', but this LibTorch (" TORCH_VERSION ") was built without " + name +
         " support; build accelrun against a LibTorch that has it (for CUDA: the LibTorch "

@@ -67,7 +67,7 @@ bool operator==(const ConfigOrigin& a, const ConfigOrigin& b) {
 }
 
 ConfigError::ConfigError(const std::string& message, std::string key, ConfigOrigin origin)
-    : std::runtime_error(message), key_(std::move(key)), origin_(std::move(origin)) {}
+    : Error(ErrorKind::config, message), key_(std::move(key)), origin_(std::move(origin)) {}
 
 // ------------------------------------------------------------------ Reading
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "accel/data.hpp"
+#include "accel/error.hpp"
 
 namespace accel {
 namespace {
@@ -22,12 +23,12 @@ at::Tensor index_tensor(const std::vector<std::size_t>& indices) {
 
 DataLoader::Fetch tensor_fetch(at::Tensor data, at::Tensor targets) {
   if (!data.defined() || !targets.defined() || data.dim() == 0 || targets.dim() == 0) {
-    throw std::invalid_argument(
+    throw UsageError(
         "DataLoader: data and targets must be defined tensors with "
         "samples along dim 0");
   }
   if (data.size(0) != targets.size(0)) {
-    throw std::invalid_argument("DataLoader: data has " + std::to_string(data.size(0)) +
+    throw UsageError("DataLoader: data has " + std::to_string(data.size(0)) +
                                 " samples but targets has " + std::to_string(targets.size(0)) +
                                 "; both need one row per sample");
   }
@@ -54,7 +55,7 @@ DataLoader::DataLoader(std::size_t dataset_size, Fetch fetch, DataLoaderOptions 
     : dataset_size_(dataset_size),
       fetch_(std::make_shared<const Fetch>(std::move(fetch))),
       options_(options) {
-  if (!*fetch_) throw std::invalid_argument("DataLoader: the fetch function is empty");
+  if (!*fetch_) throw UsageError("DataLoader: the fetch function is empty");
   (void)plan();  // validates the options now rather than at the first pass
 }
 

@@ -1,5 +1,6 @@
 // Fashion-MNIST and the synthetic text task as in-memory tensors.
 #include "accel/datasets.hpp"
+#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 
@@ -71,11 +72,11 @@ TensorDataset load_fashion_mnist(Split split, const std::filesystem::path& root)
 
 TensorDataset synthetic_text_classification(const SyntheticTextOptions& o) {
   if (o.seq_len < kSyntheticTextMinLength) {
-    throw std::invalid_argument("synthetic text: seq_len must be at least " +
+    throw UsageError("synthetic text: seq_len must be at least " +
                                 std::to_string(kSyntheticTextMinLength));
   }
   if (o.vocab_size <= kFirstWordToken) {
-    throw std::invalid_argument("synthetic text: vocab_size must be more than " +
+    throw UsageError("synthetic text: vocab_size must be more than " +
                                 std::to_string(kFirstWordToken));
   }
   const std::size_t n = o.num_samples, len = o.seq_len;

@@ -1,4 +1,5 @@
 // The pure index logic behind accel::DataLoader (see accel/sharding.hpp for the rules).
+#include "accel/error.hpp"
 #include "accel/sharding.hpp"
 
 #include <algorithm>
@@ -15,17 +16,17 @@ namespace {
 using detail::SplitMix64;
 
 void check_options(const ShardOptions& o) {
-  if (o.batch_size == 0) throw std::invalid_argument("sharding: batch_size must be at least 1");
+  if (o.batch_size == 0) throw UsageError("sharding: batch_size must be at least 1");
   if (o.num_processes < 1) {
-    throw std::invalid_argument("sharding: num_processes must be at least 1, got " +
+    throw UsageError("sharding: num_processes must be at least 1, got " +
                                 std::to_string(o.num_processes));
   }
   if (o.process_index < 0 || o.process_index >= o.num_processes) {
-    throw std::invalid_argument("sharding: process_index " + std::to_string(o.process_index) +
+    throw UsageError("sharding: process_index " + std::to_string(o.process_index) +
                                 " is outside 0.." + std::to_string(o.num_processes - 1));
   }
   if (o.split_batches && o.batch_size % static_cast<std::size_t>(o.num_processes) != 0) {
-    throw std::invalid_argument("sharding: with split_batches the batch_size (" +
+    throw UsageError("sharding: with split_batches the batch_size (" +
                                 std::to_string(o.batch_size) + ") must be a multiple of " +
                                 "num_processes (" + std::to_string(o.num_processes) +
                                 "); choose a divisible batch size or turn split_batches off");

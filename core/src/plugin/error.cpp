@@ -1,7 +1,28 @@
-// BackendError: one line that names the plugin, the call, the code and the message.
+// accel::Error's kind names; BackendError: one line that names the plugin, the call, the
+// code and the message.
 #include "accel/error.hpp"
 
 namespace accel {
+
+const char* error_kind_name(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::config:
+      return "config";
+    case ErrorKind::backend:
+      return "backend";
+    case ErrorKind::precision:
+      return "precision";
+    case ErrorKind::checkpoint:
+      return "checkpoint";
+    case ErrorKind::dataset:
+      return "dataset";
+    case ErrorKind::launch:
+      return "launch";
+    case ErrorKind::usage:
+      return "usage";
+  }
+  return "error";
+}
 
 std::string status_code_name(accel_status_code code) {
   switch (code) {
@@ -35,7 +56,7 @@ static std::string describe(const std::string& plugin, const std::string& call,
 
 BackendError::BackendError(std::string plugin, std::string call, accel_status_code code,
                            std::string message)
-    : std::runtime_error(describe(plugin, call, code, message)),
+    : Error(ErrorKind::backend, describe(plugin, call, code, message)),
       plugin_(std::move(plugin)),
       call_(std::move(call)),
       code_(code),

@@ -9,10 +9,10 @@ namespace accel {
 // (it rises to the size of the largest mmapped block freed so far, up to 32 MiB), so
 // whether a step's multi-megabyte temporaries come from the reused heap or from fresh
 // zeroed pages of mmap, a page fault every 4 KiB, depends on the order of the first
-// frees. Measured on the bench MLP (bf16, 2 processes): the same command ran at 15 to
-// 20 or at 40 to 45 steps/s, with 200 to 300 thousand page faults against 90 thousand;
-// with the thresholds fixed, every run took the fast path. The cost: up to the trim
-// threshold of freed memory stays with the process, as a caching allocator's would.
+// frees, so the same command ran at either of two speeds (measurements in
+// docs/performance.md); with the thresholds fixed, every run takes the fast path. The
+// cost: up to the trim threshold of freed memory stays with the process, as a caching
+// allocator's would.
 //
 // Left alone when the user tuned malloc (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
 // GLIBC_TUNABLES naming glibc.malloc) or set ACCEL_TUNE_MALLOC=0. No-op off glibc.

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "accel/accelerator.hpp"
+#include "accel/error.hpp"
 #include "runtime/state.hpp"
 
 namespace accel {
@@ -20,9 +21,9 @@ namespace accel {
 // ------------------------------------------------------------------ prepare
 
 void Accelerator::prepare_model(const std::shared_ptr<torch::nn::Module>& model) {
-  if (!model) throw std::invalid_argument("Accelerator::prepare: the model is null");
+  if (!model) throw UsageError("Accelerator::prepare: the model is null");
   if (reducer_of(model.get()) != nullptr) {
-    throw std::invalid_argument("Accelerator::prepare: model '" + model->name() +
+    throw UsageError("Accelerator::prepare: model '" + model->name() +
                                 "' is already prepared");
   }
   AcceleratorState& s = *state_;
@@ -54,7 +55,7 @@ void Accelerator::prepare_model(const std::shared_ptr<torch::nn::Module>& model)
 
 AcceleratedOptimizer Accelerator::prepare_optimizer(
     std::shared_ptr<torch::optim::Optimizer> optimizer) {
-  if (!optimizer) throw std::invalid_argument("Accelerator::prepare: the optimizer is null");
+  if (!optimizer) throw UsageError("Accelerator::prepare: the optimizer is null");
   state_->optimizers.push_back(optimizer);
   return AcceleratedOptimizer(std::move(optimizer), state_);
 }
@@ -79,7 +80,7 @@ std::unique_ptr<Stateful> scheduler_state(
   };
   auto load = [scheduler](const TensorMap& state) {
     const auto found = state.find("step_count");
-    if (found == state.end()) throw std::invalid_argument("no 'step_count' in a scheduler state");
+    if (found == state.end()) throw UsageError("no 'step_count' in a scheduler state");
     SchedulerAccess::step_count(*scheduler) = static_cast<unsigned>(found->second.item<int64_t>());
   };
   return std::make_unique<StatefulFunctions>(save, load);
@@ -89,7 +90,7 @@ std::unique_ptr<Stateful> scheduler_state(
 
 AcceleratedScheduler Accelerator::prepare_scheduler(
     std::shared_ptr<torch::optim::LRScheduler> scheduler) {
-  if (!scheduler) throw std::invalid_argument("Accelerator::prepare: the scheduler is null");
+  if (!scheduler) throw UsageError("Accelerator::prepare: the scheduler is null");
   state_->schedulers.push_back(scheduler_state(scheduler));
   return AcceleratedScheduler(std::move(scheduler), state_);
 }
@@ -100,7 +101,7 @@ DataLoader Accelerator::prepare_data_loader(DataLoader loader) const {
   const AcceleratorOptions& o = state_->options;
   auto check = [](const char* name, const std::optional<bool>& wanted, bool actual) {
     if (wanted && *wanted != actual) {
-      throw std::invalid_argument(
+      throw UsageError(
           std::string("Accelerator::prepare: AcceleratorOptions::") + name + " is " +
           (*wanted ? "true" : "false") + " but the DataLoader was built with " + name + " = " +
           (actual ? "true" : "false") + "; set DataLoaderOptions::" + name + " to match");
@@ -171,7 +172,7 @@ void Accelerator::unscale_gradients() {
 double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, double max_norm,
                                     double norm_type) {
   if (!(norm_type >= 1)) {
-    throw std::invalid_argument("clip_grad_norm_: norm_type must be >= 1 or infinity (got " +
+    throw UsageError("clip_grad_norm_: norm_type must be >= 1 or infinity (got " +
                                 std::to_string(norm_type) + ")");
   }
   unscale_gradients();
@@ -199,7 +200,7 @@ double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, d
 
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!(clip_value >= 0)) {
-    throw std::invalid_argument("clip_grad_value_: clip_value must be >= 0 (got " +
+    throw UsageError("clip_grad_value_: clip_value must be >= 0 (got " +
                                 std::to_string(clip_value) + ")");
   }
   unscale_gradients();

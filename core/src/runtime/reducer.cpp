@@ -4,6 +4,7 @@
 // node), as c10d's reducer uses: they run after .grad holds this backward's gradient,
 // and the API is the same in LibTorch 1.13 and 2.x (at::Tensor::register_hook would see
 // the incoming gradient before accumulation, which is wrong under no_sync).
+#include "accel/error.hpp"
 #include "accel/reducer.hpp"
 
 #include <ATen/Functions.h>
@@ -159,21 +160,21 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
                  Communicator& comm, ReducerOptions options)
     : impl_(std::make_unique<Impl>()) {
   if (!(options.bucket_cap_mb > 0)) {
-    throw std::invalid_argument("Reducer: bucket_cap_mb must be > 0 (got " +
+    throw UsageError("Reducer: bucket_cap_mb must be > 0 (got " +
                                 std::to_string(options.bucket_cap_mb) + ")");
   }
   if (!(options.first_bucket_cap_mb >= 0)) {
-    throw std::invalid_argument("Reducer: first_bucket_cap_mb must be >= 0 (got " +
+    throw UsageError("Reducer: first_bucket_cap_mb must be >= 0 (got " +
                                 std::to_string(options.first_bucket_cap_mb) + ")");
   }
   if (!names.empty() && names.size() != parameters.size()) {
-    throw std::invalid_argument("Reducer: " + std::to_string(names.size()) + " names for " +
+    throw UsageError("Reducer: " + std::to_string(names.size()) + " names for " +
                                 std::to_string(parameters.size()) +
                                 " parameters; pass one name per parameter or none");
   }
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (parameters[i].requires_grad() && !parameters[i].is_leaf()) {
-      throw std::invalid_argument(
+      throw UsageError(
           "Reducer: " + (names.empty() ? "parameter " + std::to_string(i) : names[i]) +
           " is not a leaf tensor; pass the model's parameters");
     }
@@ -231,7 +232,7 @@ void Reducer::Impl::on_grad_ready(std::size_t param) {
     });
   }
   if (ready[param]) {
-    throw std::runtime_error(
+    throw UsageError(
         "Reducer: the gradient of " + name(param) +
         " was produced twice in one backward (a second backward through the same graph "
         "before the first finished?); call backward once per forward on sync steps");
@@ -270,7 +271,7 @@ void Reducer::Impl::mark_unused_or_throw() {
            "parameters unused, set AcceleratorOptions::find_unused_parameters = true "
            "(ReducerOptions::find_unused_parameters), or set requires_grad(false) on them";
     in_backward = false;
-    throw std::runtime_error(out.str());
+    throw UsageError(out.str());
   }
   for (std::size_t i : missing) {
     ready[i] = true;

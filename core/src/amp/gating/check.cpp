@@ -12,7 +12,7 @@ namespace accel {
 
 PrecisionError::PrecisionError(const std::string& message, std::string backend, MixedPrecision mode,
                                std::string reason, std::vector<MixedPrecision> alternatives)
-    : std::runtime_error(message),
+    : Error(ErrorKind::precision, message),
       backend_(std::move(backend)),
       mode_(mode),
       reason_(std::move(reason)),
