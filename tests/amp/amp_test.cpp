@@ -3,6 +3,7 @@
 // autocast_forward, and GradScaler on injected inf/NaN gradients (skip, back off, grow,
 // counters, call order, state round trip).
 #include "accel/amp.hpp"
+#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>

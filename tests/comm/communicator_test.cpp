@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "accel/distributed.hpp"
+#include "accel/error.hpp"
 #include "comm/kv_store.hpp"
 
 extern char** environ;

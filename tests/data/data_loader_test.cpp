@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "accel/data.hpp"
+#include "accel/error.hpp"
 
 namespace {
 

@@ -1,6 +1,7 @@
 // IDX reading (good, corrupt, truncated files), Fashion-MNIST from Debian's package, and
 // the synthetic text task.
 #include "accel/datasets.hpp"
+#include "accel/error.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

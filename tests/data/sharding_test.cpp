@@ -1,5 +1,6 @@
 // plan_shard, exhaustively: every rank count 1..5, dataset sizes around batch multiples,
 // each combination of even_batches / split_batches / drop_last / shuffle.
+#include "accel/error.hpp"
 #include "accel/sharding.hpp"
 
 #include <gtest/gtest.h>
