@@ -1,11 +1,13 @@
 // c10d::Store -> accel_kv_store. Callbacks never throw: c10d's exceptions become
-// status codes (a wait that runs out becomes ACCEL_STATUS_TIMEOUT).
+// status codes (a get that runs out of time is ACCEL_STATUS_TIMEOUT).
 #include "comm/kv_store.hpp"
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace accel::comm {
@@ -66,11 +68,23 @@ accel_status_code KvStoreBridge::get_value(void* user_data, const char* key, int
   if (key == nullptr || on_value == nullptr) return ACCEL_STATUS_INVALID_ARGUMENT;
   try {
     const std::string full_key = self->prefix_ + key;
-    // c10d reads a 0 ms timeout as "no timeout": the smallest real one is 1 ms.
-    const auto timeout = timeout_ms < 0
-                             ? self->store_->getTimeout()
-                             : std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 1);
-    self->store_->wait({full_key}, timeout);
+    const auto timeout =
+        timeout_ms < 0
+            ? std::chrono::duration_cast<std::chrono::milliseconds>(self->store_->getTimeout())
+            : std::chrono::milliseconds(timeout_ms);
+    // Poll with check, never c10d's wait: LibTorch 1.13's TCPStore leaves a timed-out
+    // wait's reply pending on the connection, and every later call on it then reads the
+    // previous call's answer (or hangs). check is answered at once. The back-off keeps
+    // a fresh key's latency near 1 ms and an idle poll's load low.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::microseconds(500);
+    while (!self->store_->check({full_key})) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return ACCEL_STATUS_TIMEOUT;
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    }
     const std::vector<uint8_t> value = self->store_->get(full_key);
     on_value(sink_data, value.data(), value.size());
     return ACCEL_STATUS_OK;
