@@ -2,6 +2,7 @@
 // exit code (0 ok, 1 failure, 2 usage).
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -99,6 +100,9 @@ int dispatch(const Args& args) {
 }  // namespace accelrun
 
 int main(int argc, char** argv) {
+  // Output piped into `head` or a closed terminal must not kill the launcher (and its
+  // workers with it) by SIGPIPE: writes fail instead, and supervision goes on.
+  std::signal(SIGPIPE, SIG_IGN);
   spdlog::set_level(spdlog::level::warn);  // plugin chatter only when it matters
   try {
     return accelrun::dispatch(accelrun::Args(argv + 1, argv + argc));

@@ -45,8 +45,15 @@ class SignalGuard {
     sigemptyset(&action.sa_mask);
     for (size_t i = 0; i < std::size(kHandledSignals); ++i)
       ::sigaction(kHandledSignals[i], &action, &saved_[i]);
+    // A reader that goes away (`accelrun ... | head`) must not kill the supervisor, and
+    // with it every worker: a failed write of relayed output is ignored instead.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, &saved_pipe_);
   }
   ~SignalGuard() {
+    ::sigaction(SIGPIPE, &saved_pipe_, nullptr);
     for (size_t i = 0; i < std::size(kHandledSignals); ++i)
       ::sigaction(kHandledSignals[i], &saved_[i], nullptr);
     ::close(g_signal_pipe[0]);
@@ -58,6 +65,7 @@ class SignalGuard {
 
  private:
   struct sigaction saved_[std::size(kHandledSignals)]{};
+  struct sigaction saved_pipe_ {};
 };
 
 struct OutputPipe {

@@ -2,7 +2,7 @@
 // through ACCEL_MAIN, and as an executable (TRAIN_PROGRAM_EXECUTABLE). It checks the
 // worker environment, can meet the other ranks at the launcher's c10d store, and can
 // misbehave on purpose:
-//   --mode ok|exit3|segv|hang|fail_first|wait_term   (default ok)
+//   --mode ok|exit3|segv|hang|fail_first|wait_term|chatty   (default ok)
 //   --fail_rank N      the rank that misbehaves in exit3, segv, fail_first (default 1)
 //   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
 //   --store            set a key per rank and read every other rank's
@@ -142,6 +142,15 @@ int train_main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (mode == "ok") {
+    std::printf("done\n");
+    return 0;
+  }
+  if (mode == "chatty") {  // output for 2 s, for a reader that goes away early
+    for (int line = 0; line < 200; ++line) {
+      std::printf("rank %d line %d\n", rank, line);
+      std::fflush(stdout);
+      ::usleep(10000);
+    }
     std::printf("done\n");
     return 0;
   }
