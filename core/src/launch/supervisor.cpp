@@ -401,6 +401,16 @@ SuperviseResult supervise(WorkerGroup& group, const SupervisorOptions& options) 
       result.exit_code = 128 + attempt.signal_received;
       result.report = "accelrun: stopped by " + signal_description(attempt.signal_received) +
                       "; forwarded it to the workers\n";
+      if (attempt.failure != nullptr) {
+        // The signal came while the others were being stopped after a failure (the
+        // grace period): the failure is the cause, the signal only cut the grace short.
+        const Worker& failed = *attempt.failure;
+        result.failed_rank = failed.spec.rank;
+        result.exit_code = exit_code_of(failed.status);
+        result.report = failure_report(failed, attempt.workers.size() - 1) + "accelrun: then " +
+                        signal_description(attempt.signal_received) +
+                        " arrived while the other workers were being stopped; forwarded it\n";
+      }
       write_stderr(result.report);
       return result;
     }
