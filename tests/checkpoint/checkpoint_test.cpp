@@ -198,7 +198,8 @@ TEST_F(CheckpointTest, ManifestListsEveryFileWithRealSha256) {
   options.backend = "cpu";
   const fs::path saved = accel::save_checkpoint(dir_ / "ckpt", parts, options);
   const json manifest = json::parse(slurp(saved / "manifest.json"));
-  EXPECT_EQ(manifest["format_version"], 1);
+  EXPECT_EQ(manifest["format_version"], 2);
+  EXPECT_EQ(manifest["manifest_sha256"].get<std::string>().size(), 64u);
   EXPECT_EQ(manifest["world_size"], 1);
   EXPECT_EQ(manifest["backend"], "cpu");
   EXPECT_EQ(manifest["step"], 12);
@@ -221,6 +222,33 @@ TEST_F(CheckpointTest, ManifestListsEveryFileWithRealSha256) {
     const std::string name = entry.path().filename().string();
     EXPECT_TRUE(name == "manifest.json" || listed.count(name)) << "unlisted file " << name;
   }
+  EXPECT_NO_THROW(accel::verify_checkpoint(saved));
+}
+
+// The manifest checks itself: an edited world size is refused, naming the file; a
+// format-1 manifest (written before the checksum existed) is still read.
+TEST_F(CheckpointTest, AnEditedManifestIsRefused) {
+  Net net;
+  torch::optim::Adam adam(net.parameters());
+  train(net, adam, 1);
+  accel::CheckpointParts parts = model_parts(net, 1);
+  parts.optimizers = {&adam};
+  const fs::path saved = accel::save_checkpoint_auto(dir_, parts, {});
+  const std::string original = slurp(saved / "manifest.json");
+  json manifest = json::parse(original);
+  manifest["world_size"] = 4;
+  std::ofstream(saved / "manifest.json", std::ios::trunc) << manifest.dump(2) << "\n";
+  const std::string message = error_of([&] { accel::verify_checkpoint(saved); });
+  EXPECT_NE(message.find((saved / "manifest.json").string()), std::string::npos) << message;
+  EXPECT_NE(message.find("does not match its own checksum"), std::string::npos) << message;
+  EXPECT_NE(error_of([&] { accel::load_checkpoint(saved, {}, parts, {}); }).find("own checksum"),
+            std::string::npos);
+
+  // The same manifest as format 1 had it: no checksum, still trusted as before.
+  manifest = json::parse(original);
+  manifest["format_version"] = 1;
+  manifest.erase("manifest_sha256");
+  std::ofstream(saved / "manifest.json", std::ios::trunc) << manifest.dump(2) << "\n";
   EXPECT_NO_THROW(accel::verify_checkpoint(saved));
 }
 

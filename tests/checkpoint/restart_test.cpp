@@ -52,6 +52,15 @@ class ScratchCleanup : public ::testing::Environment {
 [[maybe_unused]] const auto* const kCleanup =
     ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 
+// The checkpoint directories of a project that hold a manifest.
+std::vector<fs::path> list_checkpoint_dirs(const fs::path& project_dir) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(project_dir / "checkpoints")) {
+    if (fs::exists(entry.path() / "manifest.json")) found.push_back(entry.path());
+  }
+  return found;
+}
+
 // A fresh project directory per run set.
 fs::path project(const std::string& name) {
   const fs::path dir = scratch_dir() / name;
@@ -268,24 +277,43 @@ TEST(Restart, CorruptedAndTruncatedFilesAreNamed) {
   Result r = train({}, program);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const fs::path newest = dir / "checkpoints" / "checkpoint_1";
+  const fs::path older = dir / "checkpoints" / "checkpoint_0";
   ASSERT_TRUE(fs::exists(newest / "manifest.json")) << r.output;
+  ASSERT_TRUE(fs::exists(older / "manifest.json")) << r.output;
 
-  // One flipped byte in the model: the checksum names the file; no fallback to an older one.
+  // One flipped byte in the newest model: named, and the run falls back to the older
+  // checkpoint (step 4) instead of failing on every restart.
   const std::string model = read_file(newest / "model.pt");
   std::string flipped = model;
   flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x5a);
   std::ofstream(newest / "model.pt", std::ios::binary | std::ios::trunc) << flipped;
   r = train({"--resume_from_checkpoint", "latest"}, program);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, (newest / "model.pt").string() + "' is corrupted: sha256"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "skipping '" + newest.string() + "' for an older one"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "resumed at step 4 ")) << r.output;
+
+  // Named explicitly, the damaged checkpoint is an error: no fallback the user did not ask for.
+  std::ofstream(newest / "model.pt", std::ios::binary | std::ios::trunc) << flipped;
+  r = train({"--resume_from_checkpoint", newest.string()}, program);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, (newest / "model.pt").string() + "' is corrupted: sha256"))
       << r.output;
 
-  // The model restored, the optimizer cut short: its size names it.
-  std::ofstream(newest / "model.pt", std::ios::binary | std::ios::trunc) << model;
-  fs::resize_file(newest / "optimizer.pt", fs::file_size(newest / "optimizer.pt") / 2);
+  // Every checkpoint damaged (a truncated optimizer in each): each is named, nothing loads.
+  for (const fs::path& checkpoint : list_checkpoint_dirs(dir)) {
+    fs::resize_file(checkpoint / "optimizer.pt", fs::file_size(checkpoint / "optimizer.pt") / 2);
+  }
   r = train({"--resume_from_checkpoint", "latest"}, program);
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, (newest / "optimizer.pt").string() + "' is truncated or damaged"))
+  // (The resumed run above saved a newer checkpoint_2: three are damaged now.)
+  EXPECT_TRUE(contains(r.output, "every checkpoint under")) << r.output;
+  for (const fs::path& checkpoint : list_checkpoint_dirs(dir)) {
+    EXPECT_TRUE(contains(r.output, "  " + checkpoint.string() + ": checkpoint: ")) << r.output;
+  }
+  EXPECT_TRUE(contains(r.output, (older / "optimizer.pt").string() + "' is truncated or damaged"))
       << r.output;
 }
 

@@ -183,6 +183,15 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // Every complete checkpoint there, oldest first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& project_dir);
 
+// The newest complete checkpoint whose every file verifies (manifest checksum, each
+// file's size and SHA-256), or nullopt when there is none at all. What `resume = latest`
+// loads: a damaged newest checkpoint must not stop every restart. Each newer one passed
+// over is appended to *skipped (when given) as "<dir>: <why>" and logged as a warning.
+// Throws CheckpointError naming every checkpoint and its fault when all are damaged.
+// Reads every file of the checkpoints it examines.
+std::optional<std::filesystem::path> latest_intact_checkpoint(
+    const std::filesystem::path& project_dir, std::vector<std::string>* skipped = nullptr);
+
 // What a load restored, and in words what it could not and why (also logged as warnings).
 struct LoadReport {
   std::filesystem::path directory;

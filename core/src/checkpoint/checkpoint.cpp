@@ -356,6 +356,27 @@ void verify_checkpoint(const fs::path& dir) {
   for (const auto& [name, record] : manifest.files) read_verified(dir, name, manifest);
 }
 
+std::optional<fs::path> latest_intact_checkpoint(const fs::path& project_dir,
+                                                 std::vector<std::string>* skipped) {
+  const std::vector<fs::path> complete = list_checkpoints(project_dir);
+  std::vector<std::string> faults;
+  for (auto dir = complete.rbegin(); dir != complete.rend(); ++dir) {
+    try {
+      verify_checkpoint(*dir);
+      if (skipped != nullptr) skipped->insert(skipped->end(), faults.begin(), faults.end());
+      return *dir;
+    } catch (const CheckpointError& error) {
+      faults.push_back(dir->string() + ": " + error.what());
+      spdlog::warn("checkpoint: skipping '{}' for an older one: {}", dir->string(), error.what());
+    }
+  }
+  if (faults.empty()) return std::nullopt;
+  std::string text = "checkpoint: every checkpoint under '" +
+                     checkpoints_root(project_dir).string() + "' is damaged:";
+  for (const auto& fault : faults) text += "\n  " + fault;
+  throw CheckpointError(text + "\n(remove them to start fresh, or pass a directory)");
+}
+
 // ------------------------------------------------------------------ weights only
 
 void save_model(const torch::nn::Module& model, const fs::path& dir) {
@@ -366,7 +387,7 @@ void save_model(const torch::nn::Module& model, const fs::path& dir) {
     tensors[name] = {{"dtype", std::string(c10::toString(tensor.scalar_type()))},
                      {"shape", tensor.sizes().vec()}};
   }
-  const json index = {{"format", "accelrun-model"},  {"format_version", kFormatVersion},
+  const json index = {{"format", "accelrun-model"},  {"format_version", 1},
                       {"file", "model.pt"},          {"size", bytes.size()},
                       {"sha256", sha256_hex(bytes)}, {"tensors", tensors}};
   const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();

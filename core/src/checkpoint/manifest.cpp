@@ -9,19 +9,31 @@ namespace accel::checkpoint_detail {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+// The SHA-256 of the manifest without its own checksum field, in nlohmann's compact
+// form (keys sorted): independent of the file's indentation.
+std::string contents_sha256(json doc) {
+  doc.erase("manifest_sha256");
+  return sha256_hex(doc.dump());
+}
+
+}  // namespace
+
 std::string manifest_to_json(const Manifest& manifest) {
   json files = json::object();
   for (const auto& [name, record] : manifest.files) {
     files[name] = {{"kind", record.kind}, {"size", record.size}, {"sha256", record.sha256}};
   }
-  const json doc = {{"format", "accelrun-checkpoint"},
-                    {"format_version", manifest.format_version},
-                    {"world_size", manifest.world_size},
-                    {"backend", manifest.backend},
-                    {"step", manifest.step},
-                    {"epoch", manifest.epoch},
-                    {"checksum", "sha256"},
-                    {"files", files}};
+  json doc = {{"format", "accelrun-checkpoint"},
+              {"format_version", manifest.format_version},
+              {"world_size", manifest.world_size},
+              {"backend", manifest.backend},
+              {"step", manifest.step},
+              {"epoch", manifest.epoch},
+              {"checksum", "sha256"},
+              {"files", files}};
+  if (manifest.format_version >= 2) doc["manifest_sha256"] = contents_sha256(doc);
   return doc.dump(2) + "\n";
 }
 
@@ -52,7 +64,18 @@ Manifest read_manifest(const fs::path& dir) {
   }
   Manifest manifest;
   try {
-    manifest = parse_manifest(json::parse(read_file(path)));
+    const json doc = json::parse(read_file(path));
+    manifest = parse_manifest(doc);
+    if (manifest.format_version >= 2 && manifest.format_version <= kFormatVersion) {
+      const std::string recorded = doc.at("manifest_sha256").get<std::string>();
+      const std::string actual = contents_sha256(doc);
+      if (recorded != actual) {
+        throw CheckpointError("checkpoint: '" + path.string() +
+                              "' does not match its own checksum (manifest_sha256 " + recorded +
+                              ", contents " + actual +
+                              "): it was edited or damaged, and the checkpoint cannot be trusted");
+      }
+    }
   } catch (const json::exception& error) {
     throw CheckpointError("checkpoint: '" + path.string() + "' is malformed (" + error.what() +
                           "); the checkpoint cannot be trusted");

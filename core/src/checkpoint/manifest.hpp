@@ -1,5 +1,6 @@
 // manifest.json: the last file of a checkpoint, whose presence makes it complete. It
-// records who wrote it and the size and SHA-256 of every other file.
+// records who wrote it and the size and SHA-256 of every other file, and (format 2) the
+// SHA-256 of its own contents, so an edited world size or step is refused, not believed.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 namespace accel::checkpoint_detail {
 
 inline constexpr const char* kManifestName = "manifest.json";
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;  // 1: no manifest checksum (still read)
 
 struct FileRecord {
   std::string kind;  // "model", "optimizer", "rng", ...

@@ -120,7 +120,9 @@ std::optional<LoadReport> Accelerator::resume_if_requested() {
   const std::string& wanted = state_->resume_from_checkpoint;
   if (wanted.empty()) return std::nullopt;
   if (wanted != "latest") return load_state(wanted);
-  const auto latest = latest_checkpoint(state_->project_dir);
+  // A damaged newest checkpoint falls back to the newest intact one (named in a warning):
+  // otherwise every restart would fail on the same file.
+  const auto latest = latest_intact_checkpoint(state_->project_dir);
   if (!latest) {
     if (is_main_process()) {
       spdlog::info("resume_from_checkpoint = latest: no checkpoint under {} yet; starting fresh",
