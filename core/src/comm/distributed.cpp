@@ -15,37 +15,12 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "accel/plugin_registry.hpp"
+#include "accel/worker_env.hpp"
 #include "comm/torch_device.hpp"
 
 namespace accel {
 
 namespace {
-
-// An integer variable; `fallback` when unset or "". Names the variable when malformed.
-int32_t int_var(const Environment& env, const char* name, int32_t fallback, int32_t min,
-                int32_t max) {
-  const auto it = env.find(name);
-  if (it == env.end() || it->second.empty()) return fallback;
-  const std::string& text = it->second;
-  size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min || value > max) {
-    throw std::invalid_argument(std::string(name) + " is '" + text + "'; expected an integer " +
-                                std::to_string(min) + ".." + std::to_string(max) +
-                                " (accelrun launch sets it for each worker)");
-  }
-  return static_cast<int32_t>(value);
-}
-
-std::string str_var(const Environment& env, const char* name) {
-  const auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
@@ -109,12 +84,11 @@ void wait_until_listening(const std::string& addr, int port, std::chrono::millis
 // another, is not this launch's.
 void check_run_id(c10d::Store& store, const std::string& run_id, const std::string& where,
                   std::chrono::milliseconds timeout) {
-  constexpr const char* kRunIdKey = "accel/launch/run_id";  // launch/rendezvous.hpp
   const auto wait = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(60));
   std::string found;
   try {
-    store.wait({kRunIdKey}, wait);
-    const auto value = store.get(kRunIdKey);
+    store.wait({kRunIdStoreKey}, wait);
+    const auto value = store.get(kRunIdStoreKey);
     found.assign(value.begin(), value.end());
   } catch (const std::exception&) {
     found = "(none after " + std::to_string(wait.count() / 1000) + " s)";
@@ -164,27 +138,27 @@ std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
 
 DistributedOptions DistributedContext::options_from_environment(const Environment& env,
                                                                 RunConfig* config_out) {
-  ConfigSources sources;
-  sources.environment = env;
-  sources.use_default_file = false;  // the launcher passes the whole config as ACCEL_*
-  const RunConfig config = resolve_config(sources).config;
-
+  // The launcher's WorkerEnv: ranks, store, the plugin file it checked, and the config
+  // (from ACCEL_* only; a worker reads no config file).
+  WorkerEnv worker = decode_worker_env(env);
+  const RunConfig& config = worker.config;
   DistributedOptions options;
+  options.plugin_path = worker.plugin_path;
   options.backend = config.backend;
   for (const auto& dir : config.plugin_dirs) options.plugin_dirs.emplace_back(dir);
   for (const auto& [key, value] : config.backend_options)
     options.backend_options.emplace_back(key, value);
-  options.world_size = int_var(env, "WORLD_SIZE", 1, 1, 1 << 20);
-  options.rank = int_var(env, "RANK", 0, 0, options.world_size - 1);
-  options.local_world_size = int_var(env, "LOCAL_WORLD_SIZE", 1, 1, options.world_size);
-  options.local_rank = int_var(env, "LOCAL_RANK", 0, 0, options.local_world_size - 1);
-  options.group_rank = int_var(env, "GROUP_RANK", 0, 0, 1 << 20);
-  options.master_addr = str_var(env, "MASTER_ADDR");
-  options.master_port = int_var(env, "MASTER_PORT", 0, 0, 65535);
-  options.restart_count = int_var(env, "ACCEL_RESTART_COUNT", 0, 0, 1 << 20);
-  options.run_id = str_var(env, "ACCEL_RUN_ID");
+  options.world_size = worker.world_size;
+  options.rank = worker.rank;
+  options.local_world_size = worker.local_world_size;
+  options.local_rank = worker.local_rank;
+  options.group_rank = worker.group_rank;
+  options.master_addr = worker.master_addr;
+  options.master_port = worker.master_port;
+  options.restart_count = worker.restart_count;
+  options.run_id = worker.run_id;
   options.check_peers = config.log_level <= LogLevel::kDebug;
-  if (config_out) *config_out = config;
+  if (config_out) *config_out = std::move(worker.config);
   return options;
 }
 
