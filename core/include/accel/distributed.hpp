@@ -81,8 +81,9 @@ struct DistributedOptions {
 class DistributedContext {
  public:
   // From this process's environment (or `env`, for tests). Throws LaunchError for a
-  // malformed worker variable, ConfigError for a bad ACCEL_* value, std::runtime_error
-  // when the backend cannot be found, BackendError from the plugin.
+  // malformed worker variable, a plugin that cannot be loaded or found, or a store that
+  // cannot be reached (the constructor too); ConfigError for a bad ACCEL_* value;
+  // BackendError from the plugin.
   static DistributedContext from_environment();
   static DistributedContext from_environment(const Environment& env);
   // The options from_environment would use, and the resolved config behind them.

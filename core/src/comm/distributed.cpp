@@ -14,6 +14,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "accel/error.hpp"
 #include "accel/plugin_registry.hpp"
 #include "accel/worker_env.hpp"
 #include "comm/torch_device.hpp"
@@ -30,13 +31,13 @@ std::shared_ptr<Plugin> load_backend(const DistributedOptions& options) {
   if (!options.plugin_path.empty()) {
     LoadResult loaded = load_plugin(options.plugin_path);
     if (!loaded.plugin) {
-      throw std::runtime_error("cannot use plugin " + options.plugin_path.string() + ": " +
-                               loaded.diagnostic.error);
+      throw LaunchError("cannot use plugin " + options.plugin_path.string() + ": " +
+                        loaded.diagnostic.error);
     }
     return loaded.plugin;
   }
   if (options.backend.empty()) {
-    throw std::invalid_argument(
+    throw LaunchError(
         "no backend chosen: set ACCEL_BACKEND (e.g. ACCEL_BACKEND=cpu) or run under "
         "`accelrun launch --backend NAME`");
   }
@@ -50,12 +51,12 @@ int32_t pick_device(const Plugin& plugin, int32_t local_rank) {
   const int32_t count = plugin.device_count();
   if (local_rank < count) return local_rank;
   if (plugin.info().device_type == "cpu" && count > 0) return 0;
-  throw std::invalid_argument("LOCAL_RANK is " + std::to_string(local_rank) + " but backend '" +
-                              plugin.name() + "' sees " + std::to_string(count) +
-                              " device(s); start at most one process per device" +
-                              (plugin.info().visible_devices_env.empty()
-                                   ? std::string()
-                                   : " (check " + plugin.info().visible_devices_env + ")"));
+  throw LaunchError("LOCAL_RANK is " + std::to_string(local_rank) + " but backend '" +
+                    plugin.name() + "' sees " + std::to_string(count) +
+                    " device(s); start at most one process per device" +
+                    (plugin.info().visible_devices_env.empty()
+                         ? std::string()
+                         : " (check " + plugin.info().visible_devices_env + ")"));
 }
 
 // Polls addr:port with plain connects every 10 ms until something listens there or
@@ -94,26 +95,25 @@ void check_run_id(c10d::Store& store, const std::string& run_id, const std::stri
     found = "(none after " + std::to_string(wait.count() / 1000) + " s)";
   }
   if (found != run_id) {
-    throw std::runtime_error("the rendezvous store at " + where +
-                             " is not this launch's: its run id is " + found +
-                             ", ACCEL_RUN_ID is " + run_id +
-                             "; another program took the port: run again, or pass "
-                             "--main_process_port 0 to pick a free port");
+    throw LaunchError("the rendezvous store at " + where + " is not this launch's: its run id is " +
+                      found + ", ACCEL_RUN_ID is " + run_id +
+                      "; another program took the port: run again, or pass "
+                      "--main_process_port 0 to pick a free port");
   }
 }
 
 std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
   if (options.master_addr.empty()) {
     if (options.world_size > 1) {
-      throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options.world_size) +
-                                  " but MASTER_ADDR is not set; a multi-process run needs the "
-                                  "launcher's rendezvous store (use accelrun launch)");
+      throw LaunchError("WORLD_SIZE is " + std::to_string(options.world_size) +
+                        " but MASTER_ADDR is not set; a multi-process run needs the "
+                        "launcher's rendezvous store (use accelrun launch)");
     }
     return nullptr;
   }
   if (options.master_port <= 0 || options.master_port > 65535) {
-    throw std::invalid_argument("MASTER_PORT is " + std::to_string(options.master_port) +
-                                "; expected the launcher's store port, 1..65535");
+    throw LaunchError("MASTER_PORT is " + std::to_string(options.master_port) +
+                      "; expected the launcher's store port, 1..65535");
   }
   const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
   // c10d's client sleeps a second after a refused connection: the launcher starts its
@@ -128,7 +128,7 @@ std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
   try {
     store = std::make_shared<c10d::TCPStore>(options.master_addr, store_options);
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot reach the rendezvous store at " + where + ": " + e.what());
+    throw LaunchError("cannot reach the rendezvous store at " + where + ": " + e.what());
   }
   if (!options.run_id.empty()) check_run_id(*store, options.run_id, where, options.timeout);
   return store;
@@ -178,9 +178,8 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
   std::signal(SIGPIPE, SIG_IGN);
   plugin_ = load_backend(options_);
   if (options_.world_size > 1 && !plugin_->has_collectives()) {
-    throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options_.world_size) +
-                                " but backend '" + plugin_->name() +
-                                "' has no collectives; run it with one process");
+    throw LaunchError("WORLD_SIZE is " + std::to_string(options_.world_size) + " but backend '" +
+                      plugin_->name() + "' has no collectives; run it with one process");
   }
   if (!plugin_->initialized()) plugin_->init(options_.backend_options);
   device_ = pick_device(*plugin_, options_.local_rank);
