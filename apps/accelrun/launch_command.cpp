@@ -6,9 +6,9 @@
 #include <climits>
 #include <iostream>
 
+#include "accel/launcher.hpp"
 #include "accel/run_config.hpp"
 #include "cli_common.hpp"
-#include "launch/launcher.hpp"
 
 namespace accelrun {
 namespace {

@@ -1,8 +1,8 @@
 // All-reduce through a POSIX shared-memory segment, for communicators whose ranks all
 // run on one machine: the copy-reduce-copy that NCCL's and oneCCL's intra-node paths
 // do, instead of gloo's ring over TCP loopback (every byte through the kernel's socket
-// buffers twice per step). On 2 ranks and 16 MiB it is several times faster than the
-// ring; see docs/performance.md.
+// buffers twice per step). How much faster than the ring it is, by size and rank count,
+// is measured in docs/performance.md.
 //
 // The segment holds, per rank, two staging slots (double buffering) and a barrier.
 // A chunk of the operation: every rank copies its part into its slot; barrier; rank r

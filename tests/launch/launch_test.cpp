@@ -19,11 +19,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "accel/error.hpp"
+#include "accel/launcher.hpp"
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/store_port.hpp"
@@ -608,6 +611,74 @@ TEST(LaunchApi, OneProcessRunsInTheCaller) {
   EXPECT_EQ(ran_in, caller);
 }
 
+// One pipeline: the same bad input gets the same error from `accelrun launch`
+// (run_launch) and from accel::launch, and neither starts anything.
+struct Outcome {
+  std::string kind;
+  std::string message;
+};
+
+Outcome accelrun_outcome(const std::map<std::string, std::string>& flags) {
+  accel::launcher::LaunchRequest request;
+  request.sources.flags = flags;
+  request.sources.environment = accel::Environment{};  // no user file or ACCEL_* here
+  request.sources.use_default_file = false;
+  request.program = TRAIN_LIBRARY;
+  try {
+    accel::launcher::run_launch(request);
+  } catch (const accel::Error& e) {
+    return {accel::error_kind_name(e.kind()), e.what()};
+  }
+  return {"none", "accelrun started the run"};
+}
+
+Outcome api_outcome(const accel::RunConfig& config) {
+  accel::LaunchOptions options;
+  options.config = config;
+  try {
+    accel::launch([] { return 0; }, options);
+  } catch (const accel::Error& e) {
+    return {accel::error_kind_name(e.kind()), e.what()};
+  }
+  return {"none", "accel::launch ran the function"};
+}
+
+TEST(LaunchPipeline, SameInputSameErrorFromBothFrontEnds) {
+  struct Case {
+    std::map<std::string, std::string> flags;
+    std::string expected;  // part of the message
+  };
+  const std::vector<Case> cases = {
+      {{{"num_processes", "2"}}, "has no collectives, so it runs one process; --num_processes 2"},
+      {{{"gpu_ids", "99"}}, "gpu_ids: device 99 does not exist; the c backend sees "},
+      {{{"num_processes", "0"}}, "num_processes"},
+  };
+  for (const auto& c : cases) {
+    std::map<std::string, std::string> flags = c.flags;
+    flags["backend"] = "c";
+    flags["plugin_dirs"] = ACCEL_TEST_GOOD_DIR;
+    accel::RunConfig config;
+    config.backend = "c";
+    config.plugin_dirs = {ACCEL_TEST_GOOD_DIR};
+    for (const auto& [key, value] : c.flags) {
+      if (key == "num_processes") config.num_processes = std::stoi(value);
+      if (key == "gpu_ids") config.gpu_ids = {std::stoi(value)};
+    }
+    const Outcome cli = accelrun_outcome(flags);
+    const Outcome api = api_outcome(config);
+    EXPECT_NE(cli.kind, "none") << cli.message;
+    EXPECT_NE(cli.message.find(c.expected), std::string::npos) << cli.message;
+    EXPECT_NE(api.message.find(c.expected), std::string::npos) << api.message;
+    if (c.flags.count("num_processes") && c.flags.at("num_processes") == "0") {
+      // A config value: the origin differs (flag vs struct), the kind does not.
+      EXPECT_EQ(cli.kind, api.kind);
+    } else {
+      EXPECT_EQ(cli.kind, api.kind) << cli.message << " / " << api.message;
+      EXPECT_EQ(cli.message, api.message);
+    }
+  }
+}
+
 // ------------------------------------------------------------ pure functions
 
 TEST(LaunchPlan, SlurmAndOpenMpiRanks) {
@@ -661,7 +732,10 @@ TEST(LaunchPlan, WorkerVariables) {
   EXPECT_EQ(vars.at("CUDA_VISIBLE_DEVICES"), "2,3");
   EXPECT_EQ(vars.at("ACCEL_RESTART_COUNT"), "2");
   EXPECT_EQ(vars.at("ACCEL_BACKEND"), "cuda");
-  EXPECT_EQ(vars.at("ACCEL_MAIN_PROCESS_PORT"), "29501");
+  // One truth: the config keys that restate WORLD_SIZE, GROUP_RANK, MASTER_* are not set.
+  for (const char* restated : {"ACCEL_NUM_PROCESSES", "ACCEL_NUM_MACHINES", "ACCEL_MACHINE_RANK",
+                               "ACCEL_MAIN_PROCESS_PORT", "ACCEL_MAIN_PROCESS_IP"})
+    EXPECT_EQ(vars.count(restated), 0u) << restated;
   EXPECT_EQ(vars.count("ACCEL_RUN_ID"), 0u);  // only when workers start before the store
   plan.run_id = accel::launcher::new_run_id();
   EXPECT_EQ(plan.run_id.size(), 16u);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "accel/error.hpp"
 #include "accel/logging.hpp"
 
 namespace {
@@ -173,7 +174,7 @@ TEST(Logger, EnvironmentGivesRankAndLevel) {
   log.warn("filtered");
   log.error("kept");
   ::setenv("RANK", "5", 1);
-  EXPECT_THROW(accel::Logger("bad", o), std::invalid_argument);
+  EXPECT_THROW(accel::Logger("bad", o), accel::LaunchError);  // RANK outside WORLD_SIZE
   ::unsetenv("RANK");
   ::unsetenv("WORLD_SIZE");
   ::unsetenv("ACCEL_LOG_LEVEL");

@@ -7,11 +7,14 @@
 //   if (ctx.communicator()) ctx.communicator()->all_reduce(t).wait();
 //
 // Steps, in order (each failure is one exception naming the variable, plugin or rank):
-//   1. read RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-//      MASTER_PORT, and the config from ACCEL_* (accel::resolve_config);
+//   1. decode the launcher's WorkerEnv (accel/worker_env.hpp): RANK, LOCAL_RANK,
+//      WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, the plugin
+//      file and the config from ACCEL_* (never a config file);
 //   2. ignore SIGPIPE (a peer that died must give an error, not kill this process);
-//   3. discover plugins (config plugin_dirs, ACCEL_PLUGIN_PATH, default dirs) and
-//      require the config's backend; init it with [backend_options];
+//   3. load the plugin file the launcher chose (ACCEL_BACKEND_PLUGIN_PATH); only
+//      without one (a program run by hand) discover plugins (config plugin_dirs,
+//      ACCEL_PLUGIN_PATH, default dirs) and require the config's backend; init it with
+//      [backend_options];
 //   4. set_device(LOCAL_RANK) (on a backend with fewer devices than local ranks, only
 //      device type "cpu" shares device 0; others are an error);
 //   5. connect a c10d::TCPStore client to MASTER_ADDR:MASTER_PORT (the launcher hosts
@@ -77,9 +80,10 @@ struct DistributedOptions {
 
 class DistributedContext {
  public:
-  // From this process's environment (or `env`, for tests). Throws std::invalid_argument
-  // for a malformed variable, ConfigError for a bad ACCEL_* value, std::runtime_error
-  // when the backend cannot be found, BackendError from the plugin.
+  // From this process's environment (or `env`, for tests). Throws LaunchError for a
+  // malformed worker variable, a plugin that cannot be loaded or found, or a store that
+  // cannot be reached (the constructor too); ConfigError for a bad ACCEL_* value;
+  // BackendError from the plugin.
   static DistributedContext from_environment();
   static DistributedContext from_environment(const Environment& env);
   // The options from_environment would use, and the resolved config behind them.

@@ -23,9 +23,11 @@
 // forever in the child. launch() itself forks before it starts any thread (the
 // rendezvous store is started after the fork, for every restart).
 //
-// On one process (config.num_processes == 1) or a backend whose plugin has no
-// collectives (Apple's MPS), the callable runs in the calling process with the same
-// environment variables set (and left set afterwards), and nothing is forked.
+// On one process (config.num_processes == 1) the callable runs in the calling process
+// with the same environment variables set (and left set afterwards), and nothing is
+// forked. The config goes through accelrun's own pipeline (the same checks, the same
+// errors): several processes on a backend without collectives (Apple's MPS) are refused,
+// as `accelrun launch` refuses them, not silently run as one.
 //
 // Single machine only: num_machines must be 1. Thread-safety: one launch() at a time per
 // process (it installs handlers for SIGCHLD, SIGINT, SIGTERM and SIGHUP while it runs
@@ -60,8 +62,10 @@ struct LaunchResult {
   std::string report;
 };
 
-// Throws ConfigError for a bad config and std::runtime_error when the backend cannot be
-// found or cannot run the plan; a failing worker is not an exception (see the result).
+// Throws ConfigError for a bad config, PrecisionError for a mixed precision the backend
+// cannot run, and LaunchError when the backend cannot be found or cannot run the plan
+// (the messages `accelrun launch` gives for the same config); a failing worker is not
+// an exception (see the result).
 LaunchResult launch(const std::function<int()>& function, const LaunchOptions& options = {});
 
 }  // namespace accel

@@ -14,38 +14,14 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "accel/error.hpp"
 #include "accel/plugin_registry.hpp"
+#include "accel/worker_env.hpp"
 #include "comm/torch_device.hpp"
 
 namespace accel {
 
 namespace {
-
-// An integer variable; `fallback` when unset or "". Names the variable when malformed.
-int32_t int_var(const Environment& env, const char* name, int32_t fallback, int32_t min,
-                int32_t max) {
-  const auto it = env.find(name);
-  if (it == env.end() || it->second.empty()) return fallback;
-  const std::string& text = it->second;
-  size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < min || value > max) {
-    throw std::invalid_argument(std::string(name) + " is '" + text + "'; expected an integer " +
-                                std::to_string(min) + ".." + std::to_string(max) +
-                                " (accelrun launch sets it for each worker)");
-  }
-  return static_cast<int32_t>(value);
-}
-
-std::string str_var(const Environment& env, const char* name) {
-  const auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
@@ -55,13 +31,13 @@ std::shared_ptr<Plugin> load_backend(const DistributedOptions& options) {
   if (!options.plugin_path.empty()) {
     LoadResult loaded = load_plugin(options.plugin_path);
     if (!loaded.plugin) {
-      throw std::runtime_error("cannot use plugin " + options.plugin_path.string() + ": " +
-                               loaded.diagnostic.error);
+      throw LaunchError("cannot use plugin " + options.plugin_path.string() + ": " +
+                        loaded.diagnostic.error);
     }
     return loaded.plugin;
   }
   if (options.backend.empty()) {
-    throw std::invalid_argument(
+    throw LaunchError(
         "no backend chosen: set ACCEL_BACKEND (e.g. ACCEL_BACKEND=cpu) or run under "
         "`accelrun launch --backend NAME`");
   }
@@ -75,12 +51,12 @@ int32_t pick_device(const Plugin& plugin, int32_t local_rank) {
   const int32_t count = plugin.device_count();
   if (local_rank < count) return local_rank;
   if (plugin.info().device_type == "cpu" && count > 0) return 0;
-  throw std::invalid_argument("LOCAL_RANK is " + std::to_string(local_rank) + " but backend '" +
-                              plugin.name() + "' sees " + std::to_string(count) +
-                              " device(s); start at most one process per device" +
-                              (plugin.info().visible_devices_env.empty()
-                                   ? std::string()
-                                   : " (check " + plugin.info().visible_devices_env + ")"));
+  throw LaunchError("LOCAL_RANK is " + std::to_string(local_rank) + " but backend '" +
+                    plugin.name() + "' sees " + std::to_string(count) +
+                    " device(s); start at most one process per device" +
+                    (plugin.info().visible_devices_env.empty()
+                         ? std::string()
+                         : " (check " + plugin.info().visible_devices_env + ")"));
 }
 
 // Polls addr:port with plain connects every 10 ms until something listens there or
@@ -109,37 +85,35 @@ void wait_until_listening(const std::string& addr, int port, std::chrono::millis
 // another, is not this launch's.
 void check_run_id(c10d::Store& store, const std::string& run_id, const std::string& where,
                   std::chrono::milliseconds timeout) {
-  constexpr const char* kRunIdKey = "accel/launch/run_id";  // launch/rendezvous.hpp
   const auto wait = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(60));
   std::string found;
   try {
-    store.wait({kRunIdKey}, wait);
-    const auto value = store.get(kRunIdKey);
+    store.wait({kRunIdStoreKey}, wait);
+    const auto value = store.get(kRunIdStoreKey);
     found.assign(value.begin(), value.end());
   } catch (const std::exception&) {
     found = "(none after " + std::to_string(wait.count() / 1000) + " s)";
   }
   if (found != run_id) {
-    throw std::runtime_error("the rendezvous store at " + where +
-                             " is not this launch's: its run id is " + found +
-                             ", ACCEL_RUN_ID is " + run_id +
-                             "; another program took the port: run again, or pass "
-                             "--main_process_port 0 to pick a free port");
+    throw LaunchError("the rendezvous store at " + where + " is not this launch's: its run id is " +
+                      found + ", ACCEL_RUN_ID is " + run_id +
+                      "; another program took the port: run again, or pass "
+                      "--main_process_port 0 to pick a free port");
   }
 }
 
 std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
   if (options.master_addr.empty()) {
     if (options.world_size > 1) {
-      throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options.world_size) +
-                                  " but MASTER_ADDR is not set; a multi-process run needs the "
-                                  "launcher's rendezvous store (use accelrun launch)");
+      throw LaunchError("WORLD_SIZE is " + std::to_string(options.world_size) +
+                        " but MASTER_ADDR is not set; a multi-process run needs the "
+                        "launcher's rendezvous store (use accelrun launch)");
     }
     return nullptr;
   }
   if (options.master_port <= 0 || options.master_port > 65535) {
-    throw std::invalid_argument("MASTER_PORT is " + std::to_string(options.master_port) +
-                                "; expected the launcher's store port, 1..65535");
+    throw LaunchError("MASTER_PORT is " + std::to_string(options.master_port) +
+                      "; expected the launcher's store port, 1..65535");
   }
   const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
   // c10d's client sleeps a second after a refused connection: the launcher starts its
@@ -154,7 +128,7 @@ std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
   try {
     store = std::make_shared<c10d::TCPStore>(options.master_addr, store_options);
   } catch (const std::exception& e) {
-    throw std::runtime_error("cannot reach the rendezvous store at " + where + ": " + e.what());
+    throw LaunchError("cannot reach the rendezvous store at " + where + ": " + e.what());
   }
   if (!options.run_id.empty()) check_run_id(*store, options.run_id, where, options.timeout);
   return store;
@@ -164,27 +138,27 @@ std::shared_ptr<c10d::Store> connect_store(const DistributedOptions& options) {
 
 DistributedOptions DistributedContext::options_from_environment(const Environment& env,
                                                                 RunConfig* config_out) {
-  ConfigSources sources;
-  sources.environment = env;
-  sources.use_default_file = false;  // the launcher passes the whole config as ACCEL_*
-  const RunConfig config = resolve_config(sources).config;
-
+  // The launcher's WorkerEnv: ranks, store, the plugin file it checked, and the config
+  // (from ACCEL_* only; a worker reads no config file).
+  WorkerEnv worker = decode_worker_env(env);
+  const RunConfig& config = worker.config;
   DistributedOptions options;
+  options.plugin_path = worker.plugin_path;
   options.backend = config.backend;
   for (const auto& dir : config.plugin_dirs) options.plugin_dirs.emplace_back(dir);
   for (const auto& [key, value] : config.backend_options)
     options.backend_options.emplace_back(key, value);
-  options.world_size = int_var(env, "WORLD_SIZE", 1, 1, 1 << 20);
-  options.rank = int_var(env, "RANK", 0, 0, options.world_size - 1);
-  options.local_world_size = int_var(env, "LOCAL_WORLD_SIZE", 1, 1, options.world_size);
-  options.local_rank = int_var(env, "LOCAL_RANK", 0, 0, options.local_world_size - 1);
-  options.group_rank = int_var(env, "GROUP_RANK", 0, 0, 1 << 20);
-  options.master_addr = str_var(env, "MASTER_ADDR");
-  options.master_port = int_var(env, "MASTER_PORT", 0, 0, 65535);
-  options.restart_count = int_var(env, "ACCEL_RESTART_COUNT", 0, 0, 1 << 20);
-  options.run_id = str_var(env, "ACCEL_RUN_ID");
+  options.world_size = worker.world_size;
+  options.rank = worker.rank;
+  options.local_world_size = worker.local_world_size;
+  options.local_rank = worker.local_rank;
+  options.group_rank = worker.group_rank;
+  options.master_addr = worker.master_addr;
+  options.master_port = worker.master_port;
+  options.restart_count = worker.restart_count;
+  options.run_id = worker.run_id;
   options.check_peers = config.log_level <= LogLevel::kDebug;
-  if (config_out) *config_out = config;
+  if (config_out) *config_out = std::move(worker.config);
   return options;
 }
 
@@ -204,9 +178,8 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
   std::signal(SIGPIPE, SIG_IGN);
   plugin_ = load_backend(options_);
   if (options_.world_size > 1 && !plugin_->has_collectives()) {
-    throw std::invalid_argument("WORLD_SIZE is " + std::to_string(options_.world_size) +
-                                " but backend '" + plugin_->name() +
-                                "' has no collectives; run it with one process");
+    throw LaunchError("WORLD_SIZE is " + std::to_string(options_.world_size) + " but backend '" +
+                      plugin_->name() + "' has no collectives; run it with one process");
   }
   if (!plugin_->initialized()) plugin_->init(options_.backend_options);
   device_ = pick_device(*plugin_, options_.local_rank);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "accel/error.hpp"
 #include "accel/launch.hpp"
 #include "launch/launcher.hpp"
 #include "launch/plan.hpp"
@@ -45,8 +46,7 @@ class ForkGroup : public launcher::WorkerGroup {
 
   void before_attempt(int restart_count) override {
     restart_count_ = restart_count;
-    if (::pipe2(port_pipe_, O_CLOEXEC) != 0)
-      throw std::runtime_error("accel::launch: pipe2 failed");
+    if (::pipe2(port_pipe_, O_CLOEXEC) != 0) throw LaunchError("accel::launch: pipe2 failed");
     std::fflush(nullptr);  // or the children would print the caller's buffered output again
   }
 
@@ -122,26 +122,15 @@ LaunchResult run_in_process(const std::function<int()>& function, const RunConfi
 }  // namespace
 
 LaunchResult launch(const std::function<int()>& function, const LaunchOptions& options) {
-  RunConfig config = options.config;
-  validate(config);
-  if (config.num_machines != 1)
-    throw std::runtime_error("accel::launch runs on one machine: set num_machines to 1");
-  const PluginRegistry registry = launcher::discover_plugins({}, config, {});
-  std::string origin = "LaunchOptions::config.backend";
-  if (config.backend.empty()) {
-    config.backend = launcher::detect_backend(registry);
-    if (config.backend.empty()) config.backend = "cpu";
-    origin = "detected";
-  }
-  const bool one_process =
-      config.num_processes == 1 ||
-      (registry.find(config.backend) && !registry.find(config.backend)->has_collectives());
-  if (one_process) config.num_processes = 1;
-  const auto choice = launcher::check_backend(registry, config, origin);
-  LaunchPlan plan = launcher::make_plan(config, choice.plugin->info().visible_devices_env,
-                                        choice.plugin->abi_version().major, std::nullopt, {});
-  plan.plugin_path = choice.plugin->path().string();
-  if (one_process) return run_in_process(function, config, plan);
+  // The pipeline accelrun uses: same checks, same policy, same errors.
+  launcher::LaunchInput input;
+  input.config = options.config;
+  input.config_origin = "LaunchOptions::config.backend";
+  input.single_machine = true;
+  launcher::PreparedLaunch prepared = launcher::prepare_launch(input);
+  const RunConfig& config = prepared.config;
+  LaunchPlan& plan = prepared.plan;
+  if (config.num_processes == 1) return run_in_process(function, config, plan);
 
   ForkGroup group(function, config, plan);
   launcher::SupervisorOptions supervisor;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "accel/amp_check.hpp"
+#include "accel/error.hpp"
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/rendezvous.hpp"
@@ -50,18 +51,18 @@ void check_devices(const Plugin& plugin, const RunConfig& config) {
   const int32_t count = plugin.device_count();
   for (int id : config.gpu_ids) {
     if (id >= count) {
-      throw std::runtime_error("gpu_ids: device " + std::to_string(id) + " does not exist; the " +
-                               plugin.name() + " backend sees " + std::to_string(count) +
-                               " device(s), numbered from 0");
+      throw LaunchError("gpu_ids: device " + std::to_string(id) + " does not exist; the " +
+                        plugin.name() + " backend sees " + std::to_string(count) +
+                        " device(s), numbered from 0");
     }
   }
   const int local = config.processes_per_machine();
   if (!plugin.info().visible_devices_env.empty() &&
       static_cast<int>(config.gpu_ids.size()) < local) {
-    throw std::runtime_error("gpu_ids lists " + std::to_string(config.gpu_ids.size()) +
-                             " device(s) but " + std::to_string(local) +
-                             " processes run on this machine: list one device per process, or "
-                             "lower --num_processes");
+    throw LaunchError("gpu_ids lists " + std::to_string(config.gpu_ids.size()) + " device(s) but " +
+                      std::to_string(local) +
+                      " processes run on this machine: list one device per process, or "
+                      "lower --num_processes");
   }
 }
 
@@ -163,8 +164,8 @@ bool host_after_spawn(const LaunchPlan& plan) {
 
 // Whether the first attempt's workers fork from this launcher with the training library
 // preloaded (a zygote) instead of exec'ing `accelrun __worker`: every exec'd worker
-// loads LibTorch again, 0.7 s wall and 0.8 s of CPU each on the 2-core machine of
-// docs/performance.md, so N workers and the store's host cost N + 1 loads; forked, one.
+// loads LibTorch again (the launch's largest cost, measured in docs/performance.md), so
+// N workers and the store's host cost N + 1 loads; forked, one.
 // Only where forking without exec is safe:
 //  - one machine: this process is still single-threaded when it forks (the store comes
 //    up after the fork); a restart forks from a process running the store's threads,
@@ -239,20 +240,19 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
   const std::string& name = config.backend;
   auto plugin = registry.find(name);
   if (!plugin) {
-    throw std::runtime_error("backend '" + name + "' (" + origin +
-                             ") has no usable plugin libbackend_" + name + ".so in " +
-                             join_dirs(registry) + "; plugins found: " + backends_found(registry) +
-                             " (see `accelrun plugins`)");
+    throw LaunchError("backend '" + name + "' (" + origin + ") has no usable plugin libbackend_" +
+                      name + ".so in " + join_dirs(registry) +
+                      "; plugins found: " + backends_found(registry) + " (see `accelrun plugins`)");
   }
   const Availability availability = plugin->availability();
   if (!availability.available) {
-    throw std::runtime_error("backend '" + name + "' (" + origin + ") cannot run here: " +
-                             availability.reason + "; plugins found: " + backends_found(registry));
+    throw LaunchError("backend '" + name + "' (" + origin + ") cannot run here: " +
+                      availability.reason + "; plugins found: " + backends_found(registry));
   }
   if (config.num_processes > 1 && !plugin->has_collectives()) {
-    throw std::runtime_error("backend '" + name + "' has no collectives, so it runs one process; " +
-                             "--num_processes " + std::to_string(config.num_processes) +
-                             " would run duplicate jobs: use --num_processes 1");
+    throw LaunchError("backend '" + name + "' has no collectives, so it runs one process; " +
+                      "--num_processes " + std::to_string(config.num_processes) +
+                      " would run duplicate jobs: use --num_processes 1");
   }
   check_devices(*plugin, config);
   // An unsupported mixed precision stops the run here, before any worker starts.
@@ -261,33 +261,60 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
   return {plugin, origin};
 }
 
+PreparedLaunch prepare_launch(const LaunchInput& input) {
+  PreparedLaunch prepared;
+  std::string origin;
+  ConfigSources sources = input.sources;
+  if (input.config) {
+    prepared.config = *input.config;
+    validate(prepared.config);
+    origin = input.config_origin;
+  } else {
+    const ResolvedConfig resolved = resolve_config(sources);
+    prepared.config = resolved.config;
+    origin = resolved.origin("backend").to_string();
+  }
+  if (input.single_machine && prepared.config.num_machines != 1)
+    throw LaunchError("accel::launch runs on one machine: set num_machines to 1");
+  const PluginRegistry registry = discover_plugins(input.plugin_dirs, prepared.config, input.load);
+  if (prepared.config.backend.empty()) {
+    std::string detected = detect_backend(registry);
+    if (detected.empty()) detected = "cpu";
+    origin = detected == "cpu" ? "detected: no accelerator plugin is available, so cpu"
+                               : "detected: the best available accelerator plugin";
+    if (input.config) {
+      prepared.config.backend = detected;
+    } else {
+      sources.detected["backend"] = detected;  // a layer, so the cross-field checks see it
+      prepared.config = resolve_config(sources).config;
+    }
+  }
+  prepared.choice = check_backend(registry, prepared.config, origin);
+  const Plugin& plugin = *prepared.choice.plugin;
+  const auto cluster = input.single_machine ? std::nullopt : detect_cluster(input.env);
+  prepared.plan = make_plan(prepared.config, plugin.info().visible_devices_env,
+                            plugin.abi_version().major, cluster, input.env);
+  if (prepared.plan.world_size > 1 && !plugin.has_collectives()) {
+    throw LaunchError("backend '" + prepared.plan.backend + "' has no collectives, so it runs " +
+                      "one process; the cluster launcher started " +
+                      std::to_string(prepared.plan.world_size) + " tasks: start one");
+  }
+  prepared.plan.plugin_path = plugin.path().string();
+  return prepared;
+}
+
 int run_launch(const LaunchRequest& request) {
-  ConfigSources sources = request.sources;
-  ResolvedConfig resolved = resolve_config(sources);
-  const PluginRegistry registry =
-      discover_plugins(request.plugin_dirs, resolved.config, request.load);
-  std::string origin = resolved.origin("backend").to_string();
-  if (resolved.config.backend.empty()) {
-    const std::string detected = detect_backend(registry);
-    sources.detected["backend"] = detected.empty() ? "cpu" : detected;
-    resolved = resolve_config(sources);
-    origin = detected == "cpu" || detected.empty()
-                 ? "detected: no accelerator plugin is available, so cpu"
-                 : "detected: the best available accelerator plugin";
-  }
-  const RunConfig& config = resolved.config;
-  const BackendChoice choice = check_backend(registry, config, origin);
+  LaunchInput input;
+  input.sources = request.sources;
+  input.plugin_dirs = request.plugin_dirs;
+  input.load = request.load;
+  input.env = current_environment();
+  PreparedLaunch prepared = prepare_launch(input);
+  const RunConfig& config = prepared.config;
+  const BackendChoice& choice = prepared.choice;
+  LaunchPlan& plan = prepared.plan;
   const ProgramKind kind = classify_program(request.program);
-  const Environment env = current_environment();
-  LaunchPlan plan = make_plan(config, choice.plugin->info().visible_devices_env,
-                              choice.plugin->abi_version().major, detect_cluster(env), env);
-  if (plan.world_size > 1 && !choice.plugin->has_collectives()) {
-    throw std::runtime_error("backend '" + plan.backend + "' has no collectives, so it runs one " +
-                             "process; the cluster launcher started " +
-                             std::to_string(plan.world_size) + " tasks: start one");
-  }
-  plan.plugin_path = choice.plugin->path().string();
-  // Hosting the store loads LibTorch (about a second), and so does every worker: on one
+  // Hosting the store loads LibTorch (slow: docs/performance.md), and so does every worker: on one
   // machine the workers are forked first and the store comes up while they load. They
   // wait for it (DistributedContext polls the port) and check ACCEL_RUN_ID against the
   // store's, so a store that another program started on the port in between is refused.

@@ -1,9 +1,11 @@
 // Launch planning: ranks, cluster detection, worker environments, agreement text.
 #include "launch/plan.hpp"
 
-#include <charconv>
 #include <sstream>
 #include <stdexcept>
+
+#include "accel/error.hpp"
+#include "accel/worker_env.hpp"
 
 namespace accel::launcher {
 namespace {
@@ -14,19 +16,10 @@ std::optional<std::string> lookup(const Environment& env, const std::string& nam
   return it->second;
 }
 
-// A non-negative integer variable; throws naming it when it is not one.
+// A non-negative integer set by the cluster launcher; throws naming it when it is not one.
 std::optional<int> int_var(const Environment& env, const std::string& name) {
-  auto text = lookup(env, name);
-  if (!text) return std::nullopt;
-  int value = 0;
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || value < 0) {
-    throw std::runtime_error(name + "=\"" + *text +
-                             "\" is not a non-negative integer (set by the cluster launcher; "
-                             "unset it or set ACCEL_CLUSTER_LAUNCHER=none)");
-  }
-  return value;
+  return env_int(env, name, 0, 1 << 30,
+                 "set by the cluster launcher; unset it or set ACCEL_CLUSTER_LAUNCHER=none");
 }
 
 std::optional<ClusterRanks> detect_slurm(const Environment& env) {
@@ -77,8 +70,8 @@ std::optional<ClusterRanks> detect_cluster(const Environment& env) {
   const std::string choice = lookup(env, "ACCEL_CLUSTER_LAUNCHER").value_or("auto");
   if (choice == "none") return std::nullopt;
   if (choice != "auto" && choice != "slurm" && choice != "openmpi") {
-    throw std::runtime_error("ACCEL_CLUSTER_LAUNCHER=\"" + choice +
-                             "\" is not one of auto, none, slurm, openmpi");
+    throw LaunchError("ACCEL_CLUSTER_LAUNCHER=\"" + choice +
+                      "\" is not one of auto, none, slurm, openmpi");
   }
   if (choice != "openmpi") {
     if (auto ranks = detect_slurm(env)) return ranks;
@@ -120,15 +113,15 @@ LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices
   if (addr.empty()) addr = lookup(env, "MASTER_ADDR").value_or("");
   if (addr.empty() && cluster->world_size == 1) addr = "127.0.0.1";
   if (addr.empty()) {
-    throw std::runtime_error("launched by " + cluster->launcher + " with " +
-                             std::to_string(cluster->world_size) +
-                             " tasks but no rendezvous address: pass --main_process_ip "
-                             "<address of the task with rank 0> (or set MASTER_ADDR)");
+    throw LaunchError("launched by " + cluster->launcher + " with " +
+                      std::to_string(cluster->world_size) +
+                      " tasks but no rendezvous address: pass --main_process_ip "
+                      "<address of the task with rank 0> (or set MASTER_ADDR)");
   }
   if (cluster->world_size > 1 && config.main_process_port == 0) {
-    throw std::runtime_error("launched by " + cluster->launcher +
-                             ": --main_process_port 0 cannot work with several tasks; every "
-                             "task must know the port, so set one (e.g. 29500)");
+    throw LaunchError("launched by " + cluster->launcher +
+                      ": --main_process_port 0 cannot work with several tasks; every "
+                      "task must know the port, so set one (e.g. 29500)");
   }
   plan.master_addr = addr;
   return plan;
@@ -148,20 +141,21 @@ RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan) {
 
 Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
                              int restart_count) {
-  Environment vars = to_environment(workers);
-  vars["RANK"] = std::to_string(plan.global_rank(local_rank));
-  vars["LOCAL_RANK"] = std::to_string(local_rank);
-  vars["WORLD_SIZE"] = std::to_string(plan.world_size);
-  vars["LOCAL_WORLD_SIZE"] = std::to_string(plan.local_world_size);
-  vars["GROUP_RANK"] = std::to_string(plan.machine_rank);
-  vars["MASTER_ADDR"] = plan.master_addr;
-  vars["MASTER_PORT"] = std::to_string(plan.master_port);
-  vars["ACCEL_RESTART_COUNT"] = std::to_string(restart_count);
-  if (!plan.plugin_path.empty()) vars["ACCEL_BACKEND_PLUGIN_PATH"] = plan.plugin_path;
-  if (!plan.run_id.empty()) vars["ACCEL_RUN_ID"] = plan.run_id;
-  if (!plan.visible_devices_env.empty() && !plan.gpu_ids.empty())
-    vars[plan.visible_devices_env] = join(plan.gpu_ids);
-  return vars;
+  WorkerEnv worker;
+  worker.rank = plan.global_rank(local_rank);
+  worker.local_rank = local_rank;
+  worker.world_size = plan.world_size;
+  worker.local_world_size = plan.local_world_size;
+  worker.group_rank = plan.machine_rank;
+  worker.master_addr = plan.master_addr;
+  worker.master_port = plan.master_port;
+  worker.restart_count = restart_count;
+  worker.run_id = plan.run_id;
+  worker.plugin_path = plan.plugin_path;
+  worker.visible_devices_env = plan.visible_devices_env;
+  worker.visible_devices = join(plan.gpu_ids);
+  worker.config = workers;
+  return encode_worker_env(worker);
 }
 
 std::vector<std::string> environment_block(const Environment& base, const Environment& overrides) {

@@ -26,7 +26,7 @@ struct ClusterRanks {
 // Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE, _NODE_RANK).
 // ACCEL_CLUSTER_LAUNCHER=none turns detection off (e.g. accelrun inside an sbatch
 // script, outside srun); =slurm or =openmpi accepts only that one. nullopt when none
-// applies. Throws std::runtime_error naming the variable when one is malformed.
+// applies. Throws LaunchError naming the variable when one is malformed.
 std::optional<ClusterRanks> detect_cluster(const Environment& env);
 
 struct LaunchPlan {
@@ -52,7 +52,7 @@ struct LaunchPlan {
 };
 
 // The plan for one launcher. `config` is resolved and validated; the plugin facts come
-// from the chosen plugin. Throws std::runtime_error for a cluster plan that cannot work
+// from the chosen plugin. Throws LaunchError for a cluster plan that cannot work
 // (no address for a multi-task job, port 0 with several tasks).
 LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices_env,
                      uint32_t abi_major, const std::optional<ClusterRanks>& cluster,
@@ -62,12 +62,8 @@ LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices
 // ranks and the store's real port.
 RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan);
 
-// The variables set for one worker on top of the launcher's environment: RANK,
-// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, the
-// visible-devices variable (the whole gpu_ids list; LOCAL_RANK picks the device),
-// ACCEL_RESTART_COUNT, ACCEL_BACKEND_PLUGIN_PATH (the plugin the launcher checked, so a
-// worker loads the same file), ACCEL_RUN_ID (when the plan has one) and
-// to_environment(worker_config).
+// The variables set for one worker on top of the launcher's environment: the plan's
+// WorkerEnv for that local rank, encoded by encode_worker_env (accel/worker_env.hpp).
 Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
                              int restart_count);
 

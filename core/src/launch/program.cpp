@@ -10,14 +10,16 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "accel/error.hpp"
+
 namespace accel::launcher {
 namespace {
 
 using Ehdr = ElfW(Ehdr);
 using Phdr = ElfW(Phdr);
 
-std::runtime_error program_error(const std::filesystem::path& path, const std::string& what) {
-  return std::runtime_error("program " + path.string() + ": " + what);
+LaunchError program_error(const std::filesystem::path& path, const std::string& what) {
+  return LaunchError("program " + path.string() + ": " + what);
 }
 
 bool has_interpreter(std::ifstream& in, const Ehdr& header) {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "accel/error.hpp"
 #include "accel/plugin_registry.hpp"
 
 namespace accel::launcher {
@@ -22,8 +23,8 @@ const std::string kAckKey = "accel/launch/ack/";
 std::filesystem::path core_library_dir() {
   const std::filesystem::path plugins = installed_plugin_dir();
   if (plugins.empty())
-    throw std::runtime_error("cannot find libaccel_core's directory (dladdr failed), where " +
-                             std::string(kRendezvousLibrary) + " lives");
+    throw LaunchError("cannot find libaccel_core's directory (dladdr failed), where " +
+                      std::string(kRendezvousLibrary) + " lives");
   return plugins.parent_path().parent_path();
 }
 
@@ -32,23 +33,23 @@ const RendezvousStoreFactory* load_factory() {
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* why = ::dlerror();
-    throw std::runtime_error("cannot load the rendezvous library " + path + ": " +
-                             (why != nullptr ? why : "unknown dlopen error") +
-                             " (it is built and installed with accelrun; rebuild or reinstall)");
+    throw LaunchError("cannot load the rendezvous library " + path + ": " +
+                      (why != nullptr ? why : "unknown dlopen error") +
+                      " (it is built and installed with accelrun; rebuild or reinstall)");
   }
   ::dlerror();
   auto factory = reinterpret_cast<RendezvousFactoryFn>(::dlsym(library, kRendezvousFactorySymbol));
   if (factory == nullptr) {
     const char* why = ::dlerror();
-    throw std::runtime_error("the rendezvous library " + path + " does not export " +
-                             kRendezvousFactorySymbol + ": " + (why != nullptr ? why : ""));
+    throw LaunchError("the rendezvous library " + path + " does not export " +
+                      kRendezvousFactorySymbol + ": " + (why != nullptr ? why : ""));
   }
   const RendezvousStoreFactory* made = factory(kRendezvousInterfaceVersion);
   if (made == nullptr) {
-    throw std::runtime_error("the rendezvous library " + path +
-                             " was built from another version of accelrun (interface " +
-                             std::to_string(kRendezvousInterfaceVersion) +
-                             " expected); reinstall it with this accelrun");
+    throw LaunchError("the rendezvous library " + path +
+                      " was built from another version of accelrun (interface " +
+                      std::to_string(kRendezvousInterfaceVersion) +
+                      " expected); reinstall it with this accelrun");
   }
   return made;  // the library stays loaded for the life of the process
 }
@@ -84,7 +85,7 @@ std::unique_ptr<Rendezvous> Rendezvous::join(const std::string& addr, int port,
 
 int Rendezvous::port() const { return store_->port(); }
 
-void Rendezvous::publish_run_id(const std::string& run_id) { store_->set(kRunIdKey, run_id); }
+void Rendezvous::publish_run_id(const std::string& run_id) { store_->set(kRunIdStoreKey, run_id); }
 
 void Rendezvous::agree(const LaunchPlan& plan) {
   auto& store = *store_;
@@ -104,10 +105,9 @@ void Rendezvous::agree(const LaunchPlan& plan) {
       }
       store.set(kAckKey + std::to_string(me), "seen");
     } catch (const std::runtime_error& e) {
-      throw std::runtime_error("rendezvous at " + where_ +
-                               " failed waiting for machine 0: " + e.what());
+      throw LaunchError("rendezvous at " + where_ + " failed waiting for machine 0: " + e.what());
     }
-    if (verdict != "ok") throw std::runtime_error(verdict);
+    if (verdict != "ok") throw LaunchError(verdict);
     return;
   }
   // Publishes the failure and gives the machines that joined a moment to read it before
@@ -121,7 +121,7 @@ void Rendezvous::agree(const LaunchPlan& plan) {
       } catch (const std::runtime_error&) {
       }
     }
-    throw std::runtime_error(why);
+    throw LaunchError(why);
   };
   for (int machine = 1; machine < plan.num_machines; ++machine) {
     const std::string key = kPlanKey + std::to_string(machine);

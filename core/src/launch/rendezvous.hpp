@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "accel/worker_env.hpp"
 #include "launch/plan.hpp"
 #include "launch/rendezvous_store.hpp"
 
@@ -37,10 +38,9 @@ class Rendezvous {
   // machine that did not join within the timeout.
   void agree(const LaunchPlan& plan);
 
-  // Stores `run_id` under kRunIdKey, where the workers that were started before the
-  // store look for their ACCEL_RUN_ID (comm/distributed.cpp reads the same key).
+  // Stores `run_id` under kRunIdStoreKey (accel/worker_env.hpp), where the workers
+  // that were started before the store look for their ACCEL_RUN_ID.
   void publish_run_id(const std::string& run_id);
-  static constexpr const char* kRunIdKey = "accel/launch/run_id";
 
  private:
   Rendezvous(std::unique_ptr<RendezvousStore> store, std::string where,

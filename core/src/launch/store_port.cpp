@@ -10,6 +10,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "accel/error.hpp"
+
 namespace accel::launcher {
 namespace {
 
@@ -67,7 +69,7 @@ bool port_taken(int port) {
 
 int choose_store_port(int requested) {
   if (requested != 0) {
-    if (port_taken(requested)) throw std::runtime_error(port_in_use_message(requested));
+    if (port_taken(requested)) throw LaunchError(port_in_use_message(requested));
     return requested;
   }
   for (int family : {AF_INET6, AF_INET}) {
@@ -77,8 +79,8 @@ int choose_store_port(int requested) {
     ::close(fd);
     if (port > 0) return port;
   }
-  throw std::runtime_error(std::string("cannot find a free port for the rendezvous store: bind: ") +
-                           std::strerror(errno));
+  throw LaunchError(std::string("cannot find a free port for the rendezvous store: bind: ") +
+                    std::strerror(errno));
 }
 
 std::string new_run_id() {

@@ -5,21 +5,10 @@
 #include <stdexcept>
 
 #include "accel/logging.hpp"
+#include "accel/worker_env.hpp"
 
 namespace accel {
 namespace {
-
-int int_from_env(const char* name, int fallback) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0 || value > 1 << 20) {
-    throw std::invalid_argument(std::string("logging: ") + name + "='" + text +
-                                "' is not a non-negative integer");
-  }
-  return static_cast<int>(value);
-}
 
 spdlog::sink_ptr default_sink() {
   // One stderr sink for all loggers so their lines never interleave mid-line.
@@ -56,8 +45,14 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 }
 
 Logger::Logger(std::string name, LoggerOptions options) {
-  process_index_ = options.process_index ? *options.process_index : int_from_env("RANK", 0);
-  num_processes_ = options.num_processes ? *options.num_processes : int_from_env("WORLD_SIZE", 1);
+  if (!options.process_index || !options.num_processes) {
+    const WorkerRank from_env = decode_worker_rank(current_environment());
+    process_index_ = options.process_index.value_or(from_env.rank);
+    num_processes_ = options.num_processes.value_or(from_env.world_size);
+  } else {
+    process_index_ = *options.process_index;
+    num_processes_ = *options.num_processes;
+  }
   if (num_processes_ < 1 || process_index_ < 0 || process_index_ >= num_processes_) {
     throw std::invalid_argument("logging: rank " + std::to_string(process_index_) +
                                 " is outside 0.." + std::to_string(num_processes_ - 1));

@@ -37,7 +37,6 @@ bool check_environment(int rank, int world) {
                             "MASTER_PORT",
                             "ACCEL_BACKEND",
                             "ACCEL_RESTART_COUNT",
-                            "ACCEL_NUM_PROCESSES",
                             "ACCEL_BACKEND_PLUGIN_PATH"};
   for (const char* name : required) {
     if (std::getenv(name) == nullptr || *std::getenv(name) == '\0') {
@@ -47,7 +46,8 @@ bool check_environment(int rank, int world) {
   }
   const bool ok = rank >= 0 && rank < world &&
                   env_int("LOCAL_RANK") < env_int("LOCAL_WORLD_SIZE") &&
-                  env_int("ACCEL_NUM_PROCESSES") == world && env_int("MASTER_PORT") > 0;
+                  env_int("WORLD_SIZE") == world && env_int("MASTER_PORT") > 0 &&
+                  std::getenv("ACCEL_NUM_PROCESSES") == nullptr;  // WORLD_SIZE is the one truth
   if (!ok) std::printf("inconsistent environment\n");
   return ok;
 }
