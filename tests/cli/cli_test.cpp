@@ -1,4 +1,5 @@
 // accelrun as a user runs it: output, exit codes, --json, diagnostics.
+#include <accel/backend.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,10 +13,17 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// The ABI this build speaks, and the next minor (a plugin built on a newer header).
+const std::string kHostAbi =
+    std::to_string(ACCEL_ABI_VERSION_MAJOR) + "." + std::to_string(ACCEL_ABI_VERSION_MINOR);
+const std::string kNextAbi =
+    std::to_string(ACCEL_ABI_VERSION_MAJOR) + "." + std::to_string(ACCEL_ABI_VERSION_MINOR + 1);
 
 struct CliRun {
   int exit_code = -1;
@@ -79,19 +87,19 @@ TEST(Plugins, ListsTheCpuPluginAsAvailable) {
   const std::string cpu = table_line(run.out, "cpu");
   EXPECT_TRUE(contains(cpu, "available")) << run.out;
   EXPECT_TRUE(contains(cpu, "libbackend_cpu.so")) << run.out;
-  EXPECT_TRUE(contains(cpu, " 1.0 ")) << cpu;
+  EXPECT_TRUE(contains(cpu, " " + kHostAbi + " ")) << cpu;
 }
 
 TEST(Plugins, BadFixturesAreDiagnosedAndTheGoodOnesListed) {
   const CliRun run = accelrun("plugins " + kBad);
   EXPECT_EQ(run.exit_code, 0) << run.out;
-  for (const char* expected :
-       {"plugin ABI 2.0, host ABI 1.0: major versions must match",
-        "plugin ABI 0.9, host ABI 1.0: major versions must match", "empty file (0 bytes)",
-        "invalid ELF header", "truncated: the section header table",
-        "undefined symbol: accel_backend_get_api", "required entry device_get_count is NULL",
-        "smaller than the", "libaccel_fixture_dep.so: cannot open shared object file",
-        "plugin ABI 1.1 is newer than host ABI 1.0"}) {
+  for (const std::string& expected : std::vector<std::string>{
+           "plugin ABI 2.0, host ABI " + kHostAbi + ": major versions must match",
+           "plugin ABI 0.9, host ABI " + kHostAbi + ": major versions must match",
+           "empty file (0 bytes)", "invalid ELF header", "truncated: the section header table",
+           "undefined symbol: accel_backend_get_api", "required entry device_get_count is NULL",
+           "smaller than the", "libaccel_fixture_dep.so: cannot open shared object file",
+           "plugin ABI " + kNextAbi + " is newer than host ABI " + kHostAbi}) {
     EXPECT_TRUE(contains(run.out, expected)) << "missing: " << expected << "\n" << run.out;
   }
   EXPECT_TRUE(contains(run.out, "Diagnostics:")) << run.out;
@@ -114,7 +122,7 @@ TEST(Plugins, JsonParsesAndCarriesTheDiagnostics) {
   const CliRun run = accelrun("plugins --json " + kBad);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const auto j = nlohmann::json::parse(run.out);
-  EXPECT_EQ(j["host_abi"], "1.0");
+  EXPECT_EQ(j["host_abi"], kHostAbi);
   ASSERT_EQ(j["search_path"][0]["origin"], "--plugin-dir");
   bool saw_cpu = false;
   bool saw_abi_new = false;
@@ -153,9 +161,9 @@ TEST(PluginsCheck, BadPluginsExitNonzeroAndSayWhy) {
   const std::string bad = ACCEL_TEST_BAD_DIR;
   const struct {
     const char* file;
-    const char* expected;
+    std::string expected;
   } cases[] = {
-      {"libbackend_abi_new.so", "FAIL  ABI version: plugin ABI 2.0, host ABI 1.0"},
+      {"libbackend_abi_new.so", "FAIL  ABI version: plugin ABI 2.0, host ABI " + kHostAbi},
       {"libbackend_text.so", "FAIL  ELF: invalid ELF header"},
       {"libbackend_null_entry.so",
        "FAIL  required entries: required entry device_get_count is NULL"},
@@ -176,7 +184,9 @@ TEST(PluginsCheck, NewerMinorIsUsableWithAWarning) {
   const CliRun run =
       accelrun(std::string("plugins check ") + ACCEL_TEST_BAD_DIR + "/libbackend_minor_new.so");
   EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_TRUE(contains(run.out, "warn  plugin ABI 1.1 is newer than host ABI 1.0")) << run.out;
+  EXPECT_TRUE(
+      contains(run.out, "warn  plugin ABI " + kNextAbi + " is newer than host ABI " + kHostAbi))
+      << run.out;
 }
 
 TEST(PluginsCheck, WorldWritableIsRefusedUnlessOverridden) {
@@ -197,14 +207,14 @@ TEST(PluginsCheck, WorldWritableIsRefusedUnlessOverridden) {
 TEST(Env, ReportsVersionsDirectoriesPluginsAndDevices) {
   const CliRun run = accelrun("env " + kBad);
   EXPECT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_TRUE(contains(run.out, "plugin ABI: 1.0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "plugin ABI: " + kHostAbi)) << run.out;
   EXPECT_TRUE(contains(run.out, "LibTorch:   ")) << run.out;
   EXPECT_TRUE(contains(run.out, "compiler:   ")) << run.out;
   EXPECT_TRUE(contains(run.out, "OS:         Linux")) << run.out;
   EXPECT_TRUE(contains(run.out, std::string(ACCEL_TEST_BAD_DIR) + "  [--plugin-dir]")) << run.out;
   EXPECT_TRUE(contains(run.out, "[installed]")) << run.out;
   EXPECT_TRUE(contains(run.out, "config:     none")) << run.out;
-  EXPECT_TRUE(contains(run.out, "cpu 0.1.0 (ABI 1.0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "cpu 0.1.0 (ABI " + kHostAbi)) << run.out;
   EXPECT_TRUE(contains(run.out, "cpu:0  ")) << run.out;
   EXPECT_TRUE(contains(run.out, "libbackend_text.so: invalid: invalid ELF header")) << run.out;
 }
@@ -263,7 +273,7 @@ TEST(Usage, HelpForEachCommandHasExamples) {
 TEST(Usage, VersionNamesTheAbi) {
   const CliRun run = accelrun("--version");
   EXPECT_EQ(run.exit_code, 0);
-  EXPECT_TRUE(contains(run.out, "plugin ABI 1.0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "plugin ABI " + kHostAbi)) << run.out;
 }
 
 }  // namespace

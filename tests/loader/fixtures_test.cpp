@@ -3,12 +3,19 @@
 
 #include <fstream>
 
+#include "accel/backend.h"
 #include "loader_test_util.hpp"
 
 namespace fs = std::filesystem;
 
 namespace accel::test {
 namespace {
+
+// The ABI this build speaks, and the next minor (a plugin built on a newer header).
+const std::string kHostAbi =
+    std::to_string(ACCEL_ABI_VERSION_MAJOR) + "." + std::to_string(ACCEL_ABI_VERSION_MINOR);
+const std::string kNextAbi =
+    std::to_string(ACCEL_ABI_VERSION_MAJOR) + "." + std::to_string(ACCEL_ABI_VERSION_MINOR + 1);
 
 const PluginRegistry& bad_registry() {
   static const PluginRegistry registry = discover_only({ACCEL_TEST_BAD_DIR});
@@ -97,15 +104,15 @@ TEST(BadPlugins, AbiMajorTooOld) {
   EXPECT_EQ(failed_stage(d), "ABI version");
   ASSERT_TRUE(d.plugin_abi);
   EXPECT_EQ(d.plugin_abi->major, 0u);
-  EXPECT_EQ(d.error,
-            "plugin ABI 0.9, host ABI 1.0: major versions must match; rebuild the plugin "
-            "against accelrun's backend.h 1.x");
+  EXPECT_EQ(d.error, "plugin ABI 0.9, host ABI " + kHostAbi +
+                         ": major versions must match; rebuild the plugin "
+                         "against accelrun's backend.h 1.x");
 }
 
 TEST(BadPlugins, AbiMajorTooNew) {
   const auto& d = bad("abi_new");
   EXPECT_EQ(failed_stage(d), "ABI version");
-  EXPECT_TRUE(contains(d.error, "plugin ABI 2.0, host ABI 1.0")) << d.error;
+  EXPECT_TRUE(contains(d.error, "plugin ABI 2.0, host ABI " + kHostAbi)) << d.error;
   EXPECT_TRUE(contains(d.error, "major versions must match")) << d.error;
 }
 
@@ -113,9 +120,10 @@ TEST(BadPlugins, NewerMinorLoadsAndItsNewEntriesAreUnused) {
   const auto& d = bad("minor_new");
   EXPECT_EQ(d.status, CandidateStatus::kAvailable) << d.summary();
   ASSERT_TRUE(d.plugin_abi);
-  EXPECT_EQ(d.plugin_abi->str(), "1.1");
+  EXPECT_EQ(d.plugin_abi->str(), kNextAbi);
   ASSERT_EQ(d.warnings.size(), 1u);
-  EXPECT_TRUE(contains(d.warnings[0], "plugin ABI 1.1 is newer than host ABI 1.0"))
+  EXPECT_TRUE(
+      contains(d.warnings[0], "plugin ABI " + kNextAbi + " is newer than host ABI " + kHostAbi))
       << d.warnings[0];
   auto plugin = bad_registry().find("minor_new");
   ASSERT_TRUE(plugin);
@@ -206,7 +214,7 @@ TEST(Registry, RequireExplainsWhatWasSearched) {
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
     EXPECT_TRUE(contains(e.what(), "no usable plugin for backend 'abi_new'")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "plugin ABI 2.0, host ABI 1.0")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "plugin ABI 2.0, host ABI " + kHostAbi)) << e.what();
     EXPECT_TRUE(contains(e.what(), ACCEL_TEST_BAD_DIR)) << e.what();
   }
 }
