@@ -151,6 +151,20 @@ TEST(ConfigLayers, FlagErrorsNameTheFlag) {
               AllOf(HasSubstr("flag --num_processes"), HasSubstr("expected an integer")));
   EXPECT_EQ(error.origin().layer, ConfigOrigin::Layer::kFlag);
 
+  // An empty value is not "unset" on the command line, and nan/inf are no numbers.
+  sources.flags = {{"num_processes", ""}};
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              AllOf(HasSubstr("flag --num_processes"), HasSubstr("expected an integer")));
+  for (const char* text : {"nan", "inf", "-infinity", "NAN"}) {
+    sources.flags = {{"monitor_interval", text}};
+    EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+                AllOf(HasSubstr("flag --monitor_interval"), HasSubstr("expected a finite number")))
+        << text;
+  }
+  sources.flags = {{"monitor_interval", "1e999"}};
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              AllOf(HasSubstr("flag --monitor_interval"), HasSubstr("out of range")));
+
   sources.flags = {{"plugin_dirs", "/a::/b"}};
   EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
               AllOf(HasSubstr("flag --plugin-dir"), HasSubstr("empty directory name")));

@@ -138,7 +138,12 @@ std::variant<Value, std::string> value_from_text(const KeySpec& spec, std::strin
         return found + " is out of range; valid range: " + range_text(spec);
       return "expected an integer, found " + found;
     case Kind::kFloat:
-      if (auto x = parse_number<double>(text, &error)) return Value{*x};
+      if (auto x = parse_number<double>(text, &error)) {
+        // from_chars reads "nan" and "inf": neither is a duration or a ratio.
+        if (!std::isfinite(*x)) return "expected a finite number, found " + found;
+        return Value{*x};
+      }
+      if (error == std::errc::result_out_of_range) return found + " is out of range for a number";
       return "expected a number, found " + found;
     case Kind::kString:
       return Value{std::string(text)};
