@@ -108,6 +108,14 @@ const accel_backend_api kApi = {
     /* .comm_barrier = */ comm_barrier,
     /* .comm_send = */ comm_send,
     /* .comm_recv = */ comm_recv,
+    // ABI 1.1 entries, not implemented yet (NULL = absent, the core falls back to
+    // LibTorch's CUDA allocator and copies).
+    /* .runtime_get_versions = */ nullptr,
+    /* .memory_allocate = */ nullptr,
+    /* .memory_free = */ nullptr,
+    /* .memory_copy = */ nullptr,
+    /* .host_memory_allocate = */ nullptr,
+    /* .host_memory_free = */ nullptr,
 };
 
 }  // namespace

@@ -34,8 +34,10 @@ static_assert(offsetof(accel_backend_info, fork_safety) == ACCEL_BACKEND_INFO_ST
 static_assert(ACCEL_BACKEND_INFO_STRUCT_SIZE == 88);
 static_assert(ACCEL_MEMORY_COPY_ARGS_STRUCT_SIZE == 56);
 static_assert(ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE == 32);
-static_assert(offsetof(accel_backend_api, runtime_get_versions) == ACCEL_BACKEND_API_STRUCT_SIZE_1_0);
-static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_1 == ACCEL_BACKEND_API_STRUCT_SIZE_1_0 + 6 * sizeof(void*));
+static_assert(offsetof(accel_backend_api, runtime_get_versions) ==
+              ACCEL_BACKEND_API_STRUCT_SIZE_1_0);
+static_assert(ACCEL_BACKEND_API_STRUCT_SIZE_1_1 ==
+              ACCEL_BACKEND_API_STRUCT_SIZE_1_0 + 6 * sizeof(void*));
 #endif
 
 namespace {

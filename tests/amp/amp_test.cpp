@@ -3,7 +3,6 @@
 // autocast_forward, and GradScaler on injected inf/NaN gradients (skip, back off, grow,
 // counters, call order, state round trip).
 #include "accel/amp.hpp"
-#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
@@ -16,6 +15,8 @@
 #include <cmath>
 #include <limits>
 #include <thread>
+
+#include "accel/error.hpp"
 
 namespace {
 

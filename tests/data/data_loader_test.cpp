@@ -122,8 +122,7 @@ TEST(DataLoader, FromDatasetStacksSamples) {
 TEST(DataLoader, BadInputIsRejected) {
   accel::DataLoaderOptions options;
   options.batch_size = 2;
-  EXPECT_THROW(accel::DataLoader(at::zeros({4, 2}), at::zeros({3}), options),
-               accel::UsageError);
+  EXPECT_THROW(accel::DataLoader(at::zeros({4, 2}), at::zeros({3}), options), accel::UsageError);
   accel::DataLoader loader = make_loader(4, options);
   EXPECT_THROW(loader.shard(2, 2), accel::UsageError);
   EXPECT_EQ(loader.process_index(), 0);  // unchanged after a failed shard

@@ -1,7 +1,6 @@
 // IDX reading (good, corrupt, truncated files), Fashion-MNIST from Debian's package, and
 // the synthetic text task.
 #include "accel/datasets.hpp"
-#include "accel/error.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,6 +11,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "accel/error.hpp"
 
 namespace {
 

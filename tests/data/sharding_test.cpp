@@ -1,6 +1,5 @@
 // plan_shard, exhaustively: every rank count 1..5, dataset sizes around batch multiples,
 // each combination of even_batches / split_batches / drop_last / shuffle.
-#include "accel/error.hpp"
 #include "accel/sharding.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "accel/error.hpp"
 
 namespace {
 

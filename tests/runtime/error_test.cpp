@@ -1,5 +1,7 @@
 // accel::Error is the one base of the runtime's exceptions: a program catches every
 // kind in one place and can tell them apart by kind().
+#include "accel/error.hpp"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -8,7 +10,6 @@
 #include "accel/amp_check.hpp"
 #include "accel/checkpoint.hpp"
 #include "accel/datasets.hpp"
-#include "accel/error.hpp"
 #include "accel/run_config.hpp"
 
 namespace {

@@ -184,7 +184,6 @@ typedef enum accel_fork_safety {
   ACCEL_FORK_UNSAFE = 2
 } accel_fork_safety;
 
-
 /* Static facts about the plugin. Every string is owned by the plugin and valid
  * until it is unloaded; NULL where the doc says so. */
 typedef struct accel_backend_info {
@@ -222,7 +221,8 @@ typedef struct accel_backend_info {
 ACCEL_DEFINE_STRUCT_SIZE(ACCEL_BACKEND_INFO_STRUCT_SIZE, accel_backend_info,
                          framework_extension_path_env);
 /* accel_backend_info as it shipped in 1.0. */
-#define ACCEL_BACKEND_INFO_STRUCT_SIZE_1_0 ACCEL_STRUCT_SIZE(accel_backend_info, visible_devices_env)
+#define ACCEL_BACKEND_INFO_STRUCT_SIZE_1_0 \
+  ACCEL_STRUCT_SIZE(accel_backend_info, visible_devices_env)
 
 /* ----------------------------------------------------------------- Device */
 

@@ -106,11 +106,11 @@ std::string describe(c10::DeviceType type) { return c10::DeviceTypeName(type, tr
 void require_autocast(c10::DeviceType type) {
   if (!has_autocast(type)) {
     throw UsageError("autocast: LibTorch " TORCH_VERSION
-                                " has no autocast for device "
-                                "type '" +
-                                describe(type) +
-                                "'; run with mixed_precision 'no', or use a LibTorch that "
-                                "autocasts this device type");
+                     " has no autocast for device "
+                     "type '" +
+                     describe(type) +
+                     "'; run with mixed_precision 'no', or use a LibTorch that "
+                     "autocasts this device type");
   }
 }
 
@@ -119,14 +119,14 @@ void require_autocast(c10::DeviceType type) {
 void set_dtype_or_explain(c10::DeviceType type, at::ScalarType dtype) {
   if (dtype != at::kBFloat16 && dtype != at::kHalf) {
     throw UsageError(std::string("autocast: dtype ") + c10::toString(dtype) +
-                                " is not a mixed-precision dtype; use BFloat16 or Half");
+                     " is not a mixed-precision dtype; use BFloat16 or Half");
   }
   try {
     set_dtype(type, dtype);
   } catch (const c10::Error& e) {
-    throw UsageError(
-        "autocast: LibTorch " TORCH_VERSION " cannot autocast device type '" + describe(type) +
-        "' to " + c10::toString(dtype) + ": " + e.what_without_backtrace());
+    throw UsageError("autocast: LibTorch " TORCH_VERSION " cannot autocast device type '" +
+                     describe(type) + "' to " + c10::toString(dtype) + ": " +
+                     e.what_without_backtrace());
   }
 }
 

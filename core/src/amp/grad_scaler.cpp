@@ -25,9 +25,7 @@ namespace accel::amp {
 namespace {
 
 void check_options(const GradScalerOptions& o) {
-  auto fail = [](const std::string& what) {
-    throw UsageError("GradScalerOptions: " + what);
-  };
+  auto fail = [](const std::string& what) { throw UsageError("GradScalerOptions: " + what); };
   if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
     fail("init_scale must be positive and finite, got " + std::to_string(o.init_scale));
   if (!(o.growth_factor > 1) || !std::isfinite(o.growth_factor))
@@ -79,11 +77,11 @@ double read_number(const std::map<std::string, at::Tensor>& state, const std::st
   const auto it = state.find(key);
   if (it == state.end()) {
     throw UsageError("GradScaler::load_state_dict: missing key '" + key +
-                                "' (a state_dict() of GradScaler has it)");
+                     "' (a state_dict() of GradScaler has it)");
   }
   if (!it->second.defined() || it->second.numel() != 1) {
     throw UsageError("GradScaler::load_state_dict: '" + key +
-                                "' must be a tensor with one element");
+                     "' must be a tensor with one element");
   }
   return it->second.to(at::kCPU).to(at::kDouble).item<double>();
 }
@@ -106,9 +104,9 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   PerOptimizer& record = optimizers_[&optimizer];
   if (record.stage != Stage::kReady) {
     throw UsageError(record.stage == Stage::kUnscaled
-                               ? "GradScaler::unscale_: already called for this optimizer since "
-                                 "the last update(); call it at most once per step"
-                               : "GradScaler::unscale_: called after step(); call update() first");
+                         ? "GradScaler::unscale_: already called for this optimizer since "
+                           "the last update(); call it at most once per step"
+                         : "GradScaler::unscale_: called after step(); call update() first");
   }
   // PyTorch inverts the scale in double and rounds once to float.
   const auto inverse = static_cast<float>(1.0 / state_.scale);
@@ -135,8 +133,7 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
     return true;
   }
   if (optimizers_[&optimizer].stage == Stage::kStepped) {
-    throw UsageError(
-        "GradScaler::step: already called for this optimizer since the last update()");
+    throw UsageError("GradScaler::step: already called for this optimizer since the last update()");
   }
   if (optimizers_[&optimizer].stage == Stage::kReady) unscale_(optimizer);
   PerOptimizer& record = optimizers_[&optimizer];

@@ -1,7 +1,6 @@
 // accel::Communicator: at::Tensor checks, stream ordering and Work handles over the
 // plugin's accel_comm (through the loader's RAII Comm, Stream and Event).
 #include "accel/communicator.hpp"
-#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 #include <c10/core/Device.h>
@@ -14,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
 
+#include "accel/error.hpp"
 #include "comm/kv_store.hpp"
 
 namespace accel {
@@ -57,10 +57,9 @@ accel_dtype to_accel_dtype(c10::ScalarType type) {
     case c10::kBool:
       return ACCEL_DTYPE_BOOL;
     default:
-      throw UsageError(
-          std::string("collectives do not support dtype ") + c10::toString(type) +
-          "; use float, double, half, bfloat16, int8, uint8, int32, int64 or bool "
-          "(convert with tensor.to(...))");
+      throw UsageError(std::string("collectives do not support dtype ") + c10::toString(type) +
+                       "; use float, double, half, bfloat16, int8, uint8, int32, int64 or bool "
+                       "(convert with tensor.to(...))");
   }
 }
 
@@ -210,18 +209,17 @@ void Communicator::Impl::check_tensor(const char* op, const char* role, const at
   if (!t.defined()) throw UsageError(where + "an undefined tensor");
   if (t.device().type() != device_type) {
     throw UsageError(where + describe(t) + "; backend '" + plugin->name() +
-                                "' needs tensors on device type '" + device_type_name +
-                                "' (move it with tensor.to(...))");
+                     "' needs tensors on device type '" + device_type_name +
+                     "' (move it with tensor.to(...))");
   }
   if (t.device().has_index() && device_type != c10::DeviceType::CPU &&
       t.device().index() != options.device) {
-    throw UsageError(where + describe(t) + "; this rank's device is " +
-                                device_type_name + ":" + std::to_string(options.device));
+    throw UsageError(where + describe(t) + "; this rank's device is " + device_type_name + ":" +
+                     std::to_string(options.device));
   }
   to_accel_dtype(t.scalar_type());  // throws for unsupported dtypes
   if (!t.is_contiguous()) {
-    throw UsageError(where + "not contiguous (" + describe(t) +
-                                "); pass tensor.contiguous()");
+    throw UsageError(where + "not contiguous (" + describe(t) + "); pass tensor.contiguous()");
   }
 }
 
@@ -250,10 +248,10 @@ void Communicator::Impl::check_peers(const char* op, accel_dtype dtype, int64_t 
     for (int f = 0; f < kFields; ++f) {
       if (s[r * kFields + f] == s[f]) continue;
       throw UsageError(std::string(op) + ": rank " + std::to_string(r) + " called " +
-                                  signature_text(s + r * kFields) + " where rank 0 called " +
-                                  signature_text(s) +
-                                  "; every rank must issue the same collectives, in the same "
-                                  "order, with the same sizes and dtypes");
+                       signature_text(s + r * kFields) + " where rank 0 called " +
+                       signature_text(s) +
+                       "; every rank must issue the same collectives, in the same "
+                       "order, with the same sizes and dtypes");
     }
   }
 }
@@ -297,12 +295,12 @@ Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d:
   if (!store) throw UsageError("Communicator: store is null");
   if (!plugin->has_collectives()) {
     throw UsageError("backend '" + plugin->name() +
-                                "' has no collectives (comm_create is NULL): it runs one "
-                                "process only");
+                     "' has no collectives (comm_create is NULL): it runs one "
+                     "process only");
   }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    throw UsageError("Communicator: rank " + std::to_string(options.rank) +
-                                " is not in 0.." + std::to_string(options.world_size - 1));
+    throw UsageError("Communicator: rank " + std::to_string(options.rank) + " is not in 0.." +
+                     std::to_string(options.world_size - 1));
   }
   Impl& impl = *impl_;
   impl.device_type_name = plugin->info().device_type;
@@ -310,7 +308,7 @@ Communicator::Communicator(std::shared_ptr<Plugin> plugin, std::shared_ptr<c10d:
     impl.device_type = c10::Device(impl.device_type_name).type();
   } catch (const std::exception&) {
     throw UsageError("backend '" + plugin->name() + "' reports device type '" +
-                                impl.device_type_name + "', which LibTorch does not know");
+                     impl.device_type_name + "', which LibTorch does not know");
   }
   impl.plugin = std::move(plugin);
   impl.store = std::move(store);
@@ -396,9 +394,9 @@ Work Communicator::all_gather_into(at::Tensor& output, const at::Tensor& input,
   if (output.scalar_type() != input.scalar_type() ||
       output.numel() != input.numel() * world_size()) {
     throw UsageError("all_gather: output is " + describe(output) + "; expected " +
-                                std::to_string(input.numel() * world_size()) + " elements of " +
-                                c10::toString(input.scalar_type()) + " (world size " +
-                                std::to_string(world_size()) + " x input)");
+                     std::to_string(input.numel() * world_size()) + " elements of " +
+                     c10::toString(input.scalar_type()) + " (world size " +
+                     std::to_string(world_size()) + " x input)");
   }
   const accel_buffer send = buffer_of(input, impl_->options.device);
   ACCEL_PEER_CHECK("all_gather", send.dtype, input.numel(), output.numel(), 0);
@@ -412,15 +410,15 @@ Work Communicator::all_gather_into(at::Tensor& output, const at::Tensor& input,
 Work Communicator::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   if (static_cast<int32_t>(outputs.size()) != world_size()) {
     throw UsageError("all_gather: " + std::to_string(outputs.size()) +
-                                " output tensors; expected one per rank (" +
-                                std::to_string(world_size()) + ")");
+                     " output tensors; expected one per rank (" + std::to_string(world_size()) +
+                     ")");
   }
   for (const at::Tensor& out : outputs) {
     if (!out.defined() || out.sizes() != input.sizes() ||
         out.scalar_type() != input.scalar_type() || out.device() != input.device()) {
       throw UsageError("all_gather: an output is " +
-                                  (out.defined() ? describe(out) : std::string("undefined")) +
-                                  "; each must match the input, " + describe(input));
+                       (out.defined() ? describe(out) : std::string("undefined")) +
+                       "; each must match the input, " + describe(input));
     }
   }
   at::Tensor flat = at::empty({input.numel() * world_size()}, input.options());
@@ -443,9 +441,8 @@ Work Communicator::reduce_scatter(at::Tensor& output, const at::Tensor& input, R
   if (output.scalar_type() != input.scalar_type() ||
       output.numel() * world_size() != input.numel()) {
     throw UsageError("reduce_scatter: input is " + describe(input) + " and output " +
-                                describe(output) + "; input must have world size (" +
-                                std::to_string(world_size()) +
-                                ") x output elements, of the same dtype");
+                     describe(output) + "; input must have world size (" +
+                     std::to_string(world_size()) + ") x output elements, of the same dtype");
   }
   const accel_buffer send = buffer_of(input, impl_->options.device);
   ACCEL_PEER_CHECK("reduce_scatter", send.dtype, input.numel(), output.numel(),

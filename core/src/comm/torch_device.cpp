@@ -16,12 +16,13 @@ void select_torch_device(c10::DeviceType type, int32_t index, const std::string&
   if (type == c10::DeviceType::CPU) return;
   const std::string name = c10::DeviceTypeName(type, /*lower_case=*/true);
   if (!c10::impl::hasDeviceGuardImpl(type)) {
-    throw Error(ErrorKind::backend,
+    throw Error(
+        ErrorKind::backend,
         "backend '" + backend + "' runs tensors on LibTorch device type '" + name +
-        "', but this LibTorch (" TORCH_VERSION ") was built without " + name +
-        " support; build accelrun against a LibTorch that has it (for CUDA: the LibTorch "
-        "in PyTorch's CUDA packages, cmake -DTorch_DIR=...), or choose another backend "
-        "(--backend cpu)");
+            "', but this LibTorch (" TORCH_VERSION ") was built without " + name +
+            " support; build accelrun against a LibTorch that has it (for CUDA: the LibTorch "
+            "in PyTorch's CUDA packages, cmake -DTorch_DIR=...), or choose another backend "
+            "(--backend cpu)");
   }
   c10::impl::getDeviceGuardImpl(type)->setDevice(
       c10::Device(type, static_cast<c10::DeviceIndex>(index)));

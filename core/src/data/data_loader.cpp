@@ -29,8 +29,8 @@ DataLoader::Fetch tensor_fetch(at::Tensor data, at::Tensor targets) {
   }
   if (data.size(0) != targets.size(0)) {
     throw UsageError("DataLoader: data has " + std::to_string(data.size(0)) +
-                                " samples but targets has " + std::to_string(targets.size(0)) +
-                                "; both need one row per sample");
+                     " samples but targets has " + std::to_string(targets.size(0)) +
+                     "; both need one row per sample");
   }
   return [data, targets](const std::vector<std::size_t>& indices) {
     const at::Tensor index = index_tensor(indices);

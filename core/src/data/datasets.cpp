@@ -1,12 +1,12 @@
 // Fashion-MNIST and the synthetic text task as in-memory tensors.
 #include "accel/datasets.hpp"
-#include "accel/error.hpp"
 
 #include <ATen/Functions.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "accel/error.hpp"
 #include "data/splitmix.hpp"
 
 namespace accel::datasets {
@@ -73,11 +73,11 @@ TensorDataset load_fashion_mnist(Split split, const std::filesystem::path& root)
 TensorDataset synthetic_text_classification(const SyntheticTextOptions& o) {
   if (o.seq_len < kSyntheticTextMinLength) {
     throw UsageError("synthetic text: seq_len must be at least " +
-                                std::to_string(kSyntheticTextMinLength));
+                     std::to_string(kSyntheticTextMinLength));
   }
   if (o.vocab_size <= kFirstWordToken) {
     throw UsageError("synthetic text: vocab_size must be more than " +
-                                std::to_string(kFirstWordToken));
+                     std::to_string(kFirstWordToken));
   }
   const std::size_t n = o.num_samples, len = o.seq_len;
   const auto words = static_cast<std::uint64_t>(o.vocab_size - kFirstWordToken);

@@ -1,5 +1,4 @@
 // The pure index logic behind accel::DataLoader (see accel/sharding.hpp for the rules).
-#include "accel/error.hpp"
 #include "accel/sharding.hpp"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "accel/error.hpp"
 #include "data/splitmix.hpp"
 
 namespace accel {
@@ -19,17 +19,17 @@ void check_options(const ShardOptions& o) {
   if (o.batch_size == 0) throw UsageError("sharding: batch_size must be at least 1");
   if (o.num_processes < 1) {
     throw UsageError("sharding: num_processes must be at least 1, got " +
-                                std::to_string(o.num_processes));
+                     std::to_string(o.num_processes));
   }
   if (o.process_index < 0 || o.process_index >= o.num_processes) {
     throw UsageError("sharding: process_index " + std::to_string(o.process_index) +
-                                " is outside 0.." + std::to_string(o.num_processes - 1));
+                     " is outside 0.." + std::to_string(o.num_processes - 1));
   }
   if (o.split_batches && o.batch_size % static_cast<std::size_t>(o.num_processes) != 0) {
     throw UsageError("sharding: with split_batches the batch_size (" +
-                                std::to_string(o.batch_size) + ") must be a multiple of " +
-                                "num_processes (" + std::to_string(o.num_processes) +
-                                "); choose a divisible batch size or turn split_batches off");
+                     std::to_string(o.batch_size) + ") must be a multiple of " + "num_processes (" +
+                     std::to_string(o.num_processes) +
+                     "); choose a divisible batch size or turn split_batches off");
   }
 }
 

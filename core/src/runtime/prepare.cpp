@@ -23,8 +23,7 @@ namespace accel {
 void Accelerator::prepare_model(const std::shared_ptr<torch::nn::Module>& model) {
   if (!model) throw UsageError("Accelerator::prepare: the model is null");
   if (reducer_of(model.get()) != nullptr) {
-    throw UsageError("Accelerator::prepare: model '" + model->name() +
-                                "' is already prepared");
+    throw UsageError("Accelerator::prepare: model '" + model->name() + "' is already prepared");
   }
   AcceleratorState& s = *state_;
   // Module::to moves parameters in place (set_data), so optimizers built on them stay valid.
@@ -101,10 +100,10 @@ DataLoader Accelerator::prepare_data_loader(DataLoader loader) const {
   const AcceleratorOptions& o = state_->options;
   auto check = [](const char* name, const std::optional<bool>& wanted, bool actual) {
     if (wanted && *wanted != actual) {
-      throw UsageError(
-          std::string("Accelerator::prepare: AcceleratorOptions::") + name + " is " +
-          (*wanted ? "true" : "false") + " but the DataLoader was built with " + name + " = " +
-          (actual ? "true" : "false") + "; set DataLoaderOptions::" + name + " to match");
+      throw UsageError(std::string("Accelerator::prepare: AcceleratorOptions::") + name + " is " +
+                       (*wanted ? "true" : "false") + " but the DataLoader was built with " + name +
+                       " = " + (actual ? "true" : "false") + "; set DataLoaderOptions::" + name +
+                       " to match");
     }
   };
   check("split_batches", o.split_batches, loader.options().split_batches);
@@ -173,7 +172,7 @@ double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, d
                                     double norm_type) {
   if (!(norm_type >= 1)) {
     throw UsageError("clip_grad_norm_: norm_type must be >= 1 or infinity (got " +
-                                std::to_string(norm_type) + ")");
+                     std::to_string(norm_type) + ")");
   }
   unscale_gradients();
   at::NoGradGuard no_grad;
@@ -201,7 +200,7 @@ double Accelerator::clip_grad_norm_(const std::vector<at::Tensor>& parameters, d
 void Accelerator::clip_grad_value_(const std::vector<at::Tensor>& parameters, double clip_value) {
   if (!(clip_value >= 0)) {
     throw UsageError("clip_grad_value_: clip_value must be >= 0 (got " +
-                                std::to_string(clip_value) + ")");
+                     std::to_string(clip_value) + ")");
   }
   unscale_gradients();
   at::NoGradGuard no_grad;

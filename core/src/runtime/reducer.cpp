@@ -4,7 +4,6 @@
 // node), as c10d's reducer uses: they run after .grad holds this backward's gradient,
 // and the API is the same in LibTorch 1.13 and 2.x (at::Tensor::register_hook would see
 // the incoming gradient before accumulation, which is wrong under no_sync).
-#include "accel/error.hpp"
 #include "accel/reducer.hpp"
 
 #include <ATen/Functions.h>
@@ -19,6 +18,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+
+#include "accel/error.hpp"
 
 namespace accel {
 
@@ -161,22 +162,21 @@ Reducer::Reducer(std::vector<at::Tensor> parameters, std::vector<std::string> na
     : impl_(std::make_unique<Impl>()) {
   if (!(options.bucket_cap_mb > 0)) {
     throw UsageError("Reducer: bucket_cap_mb must be > 0 (got " +
-                                std::to_string(options.bucket_cap_mb) + ")");
+                     std::to_string(options.bucket_cap_mb) + ")");
   }
   if (!(options.first_bucket_cap_mb >= 0)) {
     throw UsageError("Reducer: first_bucket_cap_mb must be >= 0 (got " +
-                                std::to_string(options.first_bucket_cap_mb) + ")");
+                     std::to_string(options.first_bucket_cap_mb) + ")");
   }
   if (!names.empty() && names.size() != parameters.size()) {
     throw UsageError("Reducer: " + std::to_string(names.size()) + " names for " +
-                                std::to_string(parameters.size()) +
-                                " parameters; pass one name per parameter or none");
+                     std::to_string(parameters.size()) +
+                     " parameters; pass one name per parameter or none");
   }
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     if (parameters[i].requires_grad() && !parameters[i].is_leaf()) {
-      throw UsageError(
-          "Reducer: " + (names.empty() ? "parameter " + std::to_string(i) : names[i]) +
-          " is not a leaf tensor; pass the model's parameters");
+      throw UsageError("Reducer: " + (names.empty() ? "parameter " + std::to_string(i) : names[i]) +
+                       " is not a leaf tensor; pass the model's parameters");
     }
   }
   impl_->comm = &comm;
