@@ -272,6 +272,30 @@ TEST(Launch, CrashIsReportedBySignalName) {
   EXPECT_NE(out.find("  | crashing on purpose"), std::string::npos) << out;
 }
 
+// An exception escaping accel_main is that rank's failure, named with what() and exit
+// code 1, the same whether the worker was forked from the launcher or exec'd; in the
+// forked worker it once unwound into the launcher's frames and SIGKILLed a sibling.
+TEST(Launch, UncaughtExceptionIsTheRanksFailureForkedOrExecd) {
+  const std::vector<std::string> args = {
+      "--cpu", "--num_processes", "2",     "--main_process_port", "0", kLib,
+      "--",    "--mode",          "throw", "--fail_rank",         "1"};
+  for (const char* fork : {"ACCEL_LAUNCH_FORK=1", "ACCEL_LAUNCH_FORK=0"}) {
+    SCOPED_TRACE(fork);
+    Launcher l = run(args, {fork});
+    const std::string out = l.text();
+    EXPECT_EQ(l.exit_code, 1) << out;
+    EXPECT_NE(out.find("accelrun: rank 1 (local rank 1, pid "), std::string::npos) << out;
+    EXPECT_NE(out.find(") exited with code 1; the other 1 worker(s) were stopped"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(std::string("  | accelrun: the training program ") + kLib +
+                       " threw: throwing on purpose from rank 1"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("SIGKILL"), std::string::npos) << out;
+  }
+}
+
 TEST(Launch, HangingWorkerThatIgnoresSigtermIsKilled) {
   // Rank 0 hangs and ignores SIGTERM; rank 1 fails: rank 0 needs SIGKILL.
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", "--grace_period", "1", kLib,

@@ -129,8 +129,24 @@ int call_library(const PreloadedLibrary& library, const std::vector<std::string>
   for (auto& arg : storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
   using Main = int (*)(int, char**);
-  const int code =
-      reinterpret_cast<Main>(library.entry)(static_cast<int>(storage.size()), argv.data());
+  int code = kExitUncaughtException;
+  // The barrier is here, not in accelrun's main: a worker forked from the launcher runs
+  // this inside the supervisor's frames, and an exception unwinding through them would
+  // run the launcher's destructors in the worker (one of which kills its siblings).
+  // Forked or exec'd, the worker prints the same line and exits with the same code.
+  try {
+    code = reinterpret_cast<Main>(library.entry)(static_cast<int>(storage.size()), argv.data());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "accelrun: the training program %s threw: %s\n", library.path.c_str(),
+                 e.what());
+  } catch (...) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "accelrun: the training program %s threw an exception that is not a "
+                 "std::exception\n",
+                 library.path.c_str());
+  }
   std::fflush(nullptr);
   return code;
 }

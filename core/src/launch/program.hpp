@@ -41,6 +41,9 @@ std::optional<PreloadedLibrary> preload_library(const std::filesystem::path& pat
                                                 const std::string& symbol);
 
 // Calls the library's entry with argv = {path, args...}; flushes stdio; returns its value.
+// An exception escaping the entry is caught here: one line on stderr naming the library
+// and what() (or that it was not a std::exception), and kExitUncaughtException.
+inline constexpr int kExitUncaughtException = 1;
 int call_library(const PreloadedLibrary& library, const std::vector<std::string>& args);
 
 }  // namespace accel::launcher

@@ -198,7 +198,14 @@ void Attempt::child_setup(size_t index, pid_t parent, const std::vector<int>& fd
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  group_.run_child(index);
+  // Nothing may unwind out of the child into the parent's frames: ~Attempt would kill
+  // the siblings this child's copy of `workers` lists as running.
+  try {
+    group_.run_child(index);
+  } catch (...) {
+    const char text[] = "accelrun: a worker failed to start: an exception escaped run_child\n";
+    [[maybe_unused]] ssize_t n = ::write(2, text, sizeof text - 1);
+  }
   ::_exit(127);  // run_child must not return
 }
 

@@ -2,8 +2,9 @@
 // through ACCEL_MAIN, and as an executable (TRAIN_PROGRAM_EXECUTABLE). It checks the
 // worker environment, can meet the other ranks at the launcher's c10d store, and can
 // misbehave on purpose:
-//   --mode ok|exit3|segv|hang|fail_first|wait_term|chatty   (default ok)
-//   --fail_rank N      the rank that misbehaves in exit3, segv, fail_first (default 1)
+//   --mode ok|exit3|segv|throw|hang|fail_first|wait_term|chatty   (default ok)
+//   --fail_rank N      the rank that misbehaves in exit3, segv, throw, fail_first
+//                      (default 1); in throw the others finish after 2 s
 //   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
 //   --store            set a key per rank and read every other rank's
 //   --how_started      print whether this worker was exec'd or forked from the launcher
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -131,6 +133,12 @@ int train_main(int argc, char** argv) {
     // AddressSanitizer, whose SIGSEGV handler would turn it into exit code 1.
     std::signal(SIGSEGV, SIG_DFL);
     std::raise(SIGSEGV);
+  }
+  if (mode == "throw") {
+    if (chosen) throw std::runtime_error("throwing on purpose from rank " + std::to_string(rank));
+    ::sleep(2);  // long enough for a sibling's exception to reach this rank, if it could
+    std::printf("done\n");
+    return 0;
   }
   if (mode == "fail_first" && chosen && restart == 0) {
     std::fprintf(stderr, "failing the first run\n");
