@@ -3,8 +3,14 @@
 // `accelrun __worker` is what each worker of a train.so runs.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "accel/launcher.hpp"
 #include "accel/run_config.hpp"
@@ -37,52 +43,75 @@ const char* const kLaunchHelp =
     "  srun -n 8 accelrun --main_process_ip $(hostname -i) ./libtrain.so   # Slurm ranks\n"
     "\n";
 
+// The flags that are the launcher's own; every config key with a flag is declared from
+// the schema's row instead (schema_flags), so its help and spelling live in one place.
 struct Flags {
-  std::string config_file, backend, num_processes, num_machines, machine_rank, main_process_ip,
-      main_process_port, gpu_ids, mixed_precision, max_restarts, monitor_interval,
-      main_training_function, project_dir, checkpoint_total_limit, resume_from_checkpoint;
+  std::string config_file, grace_period = "5", rdzv_timeout = "300";
   std::vector<std::string> plugin_dirs;
   bool cpu = false, quiet = false, debug = false, allow_untrusted = false;
-  double grace_period = 5.0;
-  double rdzv_timeout = 300.0;
+  std::map<std::string, std::string> keys;  // schema key -> the text given for its flag
 };
 
+// The value's name in --help, from the row's type.
+std::string value_name(const accel::ConfigKey& key) {
+  if (key.type == "choice") {
+    std::string names;
+    for (const auto& choice : key.choices)
+      names += (names.empty() ? "" : "|") + std::string(choice);
+    return names;
+  }
+  if (key.type == "integer") return "N";
+  if (key.type == "float") return "SECONDS";
+  if (key.type == "boolean") return "true|false";
+  if (key.type == "device list") return "LIST";
+  if (key.type == "string array") return "DIR";
+  return "TEXT";
+}
+
+std::string flag_help(const accel::ConfigKey& key) {
+  std::string help(key.help);
+  help += " Config key " + std::string(key.name);
+  if (!key.default_toml.empty() && key.default_toml != "\"\"" && key.default_toml != "[]")
+    help += ", default " + key.default_toml;
+  return help + ".";
+}
+
+// One option per schema row with a flag. plugin_dirs's --plugin-dir is repeatable and
+// searched before the config's directories (it adds to them, not replaces them); a
+// boolean may be given bare (--same_network means true).
+void add_schema_flags(po::options_description& o, Flags& f) {
+  for (const accel::ConfigKey& key : accel::config_schema()) {
+    if (key.flag.empty()) continue;
+    const std::string name(key.flag.substr(2));
+    const std::string help = flag_help(key);
+    if (key.type == "string array") {
+      o.add_options()(name.c_str(), po::value(&f.plugin_dirs)->value_name(value_name(key)),
+                      help.c_str());
+    } else if (key.type == "boolean") {
+      o.add_options()(name.c_str(),
+                      po::value(&f.keys[std::string(key.name)])
+                          ->value_name(value_name(key))
+                          ->implicit_value("true"),
+                      help.c_str());
+    } else {
+      o.add_options()(name.c_str(),
+                      po::value(&f.keys[std::string(key.name)])->value_name(value_name(key)),
+                      help.c_str());
+    }
+  }
+}
+
 po::options_description launch_options(Flags& f) {
-  po::options_description o("Options");
-  auto text = [](std::string* target, const char* name) {
-    return po::value(target)->value_name(name);
-  };
-  o.add_options()("help,h", "this help")("config_file", text(&f.config_file, "FILE"),
+  po::options_description o("Options (a_b and a-b are the same flag)");
+  o.add_options()("help,h", "this help")("config_file",
+                                         po::value(&f.config_file)->value_name("FILE"),
                                          "the TOML config (default: `accelrun config`'s)")(
-      "backend", text(&f.backend, "NAME"),
-      "backend plugin: cpu, cuda, musa, ... (default: the best available)")(
-      "cpu", po::bool_switch(&f.cpu), "force the CPU backend")(
-      "num_processes", text(&f.num_processes, "N"), "processes in total, over all machines")(
-      "num_machines", text(&f.num_machines, "N"), "machines taking part")(
-      "machine_rank", text(&f.machine_rank, "N"), "this machine's rank; 0 hosts the rendezvous")(
-      "main_process_ip", text(&f.main_process_ip, "IP"), "address of machine 0")(
-      "main_process_port", text(&f.main_process_port, "PORT"),
-      "rendezvous port; 0 picks a free one (one machine)")(
-      "gpu_ids", text(&f.gpu_ids, "LIST"), "devices to use, e.g. 0,1 (default: all)")(
-      "mixed_precision", text(&f.mixed_precision, "MODE"), "no, fp16 or bf16")(
-      "main_training_function", text(&f.main_training_function, "SYMBOL"),
-      "entry symbol of the library (default accel_main)")(
-      "max_restarts", text(&f.max_restarts, "N"),
-      "restart the workers up to N times after a failure")(
-      "monitor_interval", text(&f.monitor_interval, "SECONDS"),
-      "longest time between checks of the workers")(
-      "project_dir", text(&f.project_dir, "DIR"),
-      "where save_state() writes checkpoints (DIR/checkpoints)")(
-      "checkpoint_total_limit", text(&f.checkpoint_total_limit, "N"),
-      "keep at most N checkpoints (0: all)")(
-      "resume_from_checkpoint", text(&f.resume_from_checkpoint, "latest|DIR"),
-      "what resume_if_requested() loads; latest resumes restarted workers")(
-      "grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
-      "between SIGTERM and SIGKILL when stopping workers (default 5)")(
+      "cpu", po::bool_switch(&f.cpu), "force the CPU backend");
+  add_schema_flags(o, f);
+  o.add_options()("grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
+                  "between SIGTERM and SIGKILL when stopping workers (default 5)")(
       "rdzv_timeout", po::value(&f.rdzv_timeout)->value_name("SECONDS"),
       "how long machines wait for each other (default 300)")(
-      "plugin-dir", po::value(&f.plugin_dirs)->value_name("DIR"),
-      "also search DIR for plugins, first (repeatable)")(
       "allow-untrusted-plugins", po::bool_switch(&f.allow_untrusted),
       "development only: load world-writable plugins")("quiet,q", po::bool_switch(&f.quiet),
                                                        "show only rank 0's output")(
@@ -90,10 +119,35 @@ po::options_description launch_options(Flags& f) {
   return o;
 }
 
+// "--num-processes=4" -> "--num_processes=4" when only the other spelling is an option
+// (Accelerate takes both); anything else is returned as it is.
+std::string canonical_flag(const po::options_description& options, const std::string& token) {
+  if (token.rfind("--", 0) != 0 || token.size() == 2) return token;
+  const size_t equals = token.find('=');
+  const std::string name = token.substr(2, equals == std::string::npos ? equals : equals - 2);
+  if (options.find_nothrow(name, false) != nullptr) return token;
+  for (const auto& [from, to] : {std::pair{'-', '_'}, std::pair{'_', '-'}}) {
+    std::string other = name;
+    std::replace(other.begin(), other.end(), from, to);
+    if (options.find_nothrow(other, false) != nullptr)
+      return "--" + other + (equals == std::string::npos ? "" : token.substr(equals));
+  }
+  return token;
+}
+
+// Whether the word after this flag is its value (not for a bare boolean: --same_network).
 bool takes_value(const po::options_description& options, const std::string& token) {
   if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) return false;
   const auto* option = options.find_nothrow(token.substr(2), false);
-  return option != nullptr && option->semantic()->max_tokens() > 0;
+  return option != nullptr && option->semantic()->min_tokens() > 0;
+}
+
+// A flag that may stand bare or take true|false (the schema's booleans).
+bool takes_boolean(const po::options_description& options, const std::string& token) {
+  if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) return false;
+  const auto* option = options.find_nothrow(token.substr(2), false);
+  return option != nullptr && option->semantic()->min_tokens() == 0 &&
+         option->semantic()->max_tokens() > 0;
 }
 
 // Splits `[flags] PROGRAM [--] [ARGS]`: flags stop at the first word that is neither an
@@ -112,8 +166,13 @@ Split split_args(const Args& args, const po::options_description& options) {
       break;
     }
     if (args[i].size() > 1 && args[i][0] == '-') {
-      split.flags.push_back(args[i]);
-      if (takes_value(options, args[i]) && i + 1 < args.size()) split.flags.push_back(args[++i]);
+      split.flags.push_back(canonical_flag(options, args[i]));
+      if (takes_value(options, split.flags.back()) && i + 1 < args.size()) {
+        split.flags.push_back(args[++i]);
+      } else if (takes_boolean(options, split.flags.back()) && i + 1 < args.size() &&
+                 (args[i + 1] == "true" || args[i + 1] == "false")) {
+        split.flags.back() += "=" + args[++i];  // Boost takes a bare flag's value only after '='
+      }
       continue;
     }
     break;
@@ -124,39 +183,50 @@ Split split_args(const Args& args, const po::options_description& options) {
   return split;
 }
 
-void add_flag(accel::ConfigSources& sources, const std::string& key, const std::string& value) {
-  if (!value.empty()) sources.flags[key] = value;
-}
-
-accel::ConfigSources config_sources(const Flags& f) {
+// Every schema flag the user gave goes to the config layers as typed, empty included:
+// `--num_processes ""` is the config's error, not a silent default.
+accel::ConfigSources config_sources(const Flags& f, const po::variables_map& vm) {
   accel::ConfigSources sources;
   if (!f.config_file.empty()) sources.config_file = f.config_file;
-  if (f.cpu && !f.backend.empty() && f.backend != "cpu")
-    throw UsageError("--cpu and --backend " + f.backend + " contradict each other",
+  for (const accel::ConfigKey& key : accel::config_schema()) {
+    if (key.flag.empty() || key.type == "string array") continue;
+    if (vm.count(std::string(key.flag.substr(2))) == 0) continue;
+    sources.flags[std::string(key.name)] = f.keys.at(std::string(key.name));
+  }
+  const auto given = [&](const char* key) { return sources.flags.count(key) != 0; };
+  if (f.cpu && given("backend") && sources.flags["backend"] != "cpu")
+    throw UsageError("--cpu and --backend " + sources.flags["backend"] + " contradict each other",
                      "pass one of them");
-  add_flag(sources, "backend", f.backend);
   if (f.cpu) {
     sources.flags["backend"] = "cpu";
     sources.flag_names["backend"] = "--cpu";
   }
-  add_flag(sources, "num_processes", f.num_processes);
-  add_flag(sources, "num_machines", f.num_machines);
-  add_flag(sources, "machine_rank", f.machine_rank);
-  add_flag(sources, "main_process_ip", f.main_process_ip);
-  add_flag(sources, "main_process_port", f.main_process_port);
-  add_flag(sources, "gpu_ids", f.gpu_ids);
-  add_flag(sources, "mixed_precision", f.mixed_precision);
-  add_flag(sources, "main_training_function", f.main_training_function);
-  add_flag(sources, "max_restarts", f.max_restarts);
-  add_flag(sources, "monitor_interval", f.monitor_interval);
-  add_flag(sources, "project_dir", f.project_dir);
-  add_flag(sources, "checkpoint_total_limit", f.checkpoint_total_limit);
-  add_flag(sources, "resume_from_checkpoint", f.resume_from_checkpoint);
+  if (f.debug && given("log_level") && sources.flags["log_level"] != "debug")
+    throw UsageError(
+        "--debug and --log_level " + sources.flags["log_level"] + " contradict each other",
+        "pass one of them");
   if (f.debug) {
     sources.flags["log_level"] = "debug";
     sources.flag_names["log_level"] = "--debug";
   }
   return sources;
+}
+
+// A number of seconds for a launcher flag: finite, in range, nothing after it.
+double seconds_flag(const char* flag, const std::string& text, double min, bool min_allowed) {
+  const std::string fix = std::string("pass seconds, e.g. --") + flag + (min_allowed ? " 0" : " 5");
+  char* end = nullptr;
+  errno = 0;
+  const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+    throw UsageError(
+        "--" + std::string(flag) + ": expected a finite number of seconds, found \"" + text + "\"",
+        fix);
+  if (value < min || (!min_allowed && value == min) || value > 7 * 24 * 3600.0)
+    throw UsageError("--" + std::string(flag) + " " + text + " is out of range (" +
+                         (min_allowed ? ">= " : "> ") + "0 and at most a week)",
+                     fix);
+  return value;
 }
 
 std::filesystem::path self_executable() {
@@ -183,20 +253,25 @@ int run_split(const Split& split, const char* command) {
                      "name a train.so or an executable, e.g. `accelrun --num_processes 2 "
                      "./libtrain.so`; see `accelrun --help` for the commands");
   }
-  if (f.grace_period < 0 || f.rdzv_timeout <= 0)
-    throw UsageError("--grace_period must be >= 0 and --rdzv_timeout > 0", "pass seconds");
+  const double grace_period = seconds_flag("grace_period", f.grace_period, 0, true);
+  const double rdzv_timeout = seconds_flag("rdzv_timeout", f.rdzv_timeout, 0, false);
   accel::launcher::LaunchRequest request;
-  request.sources = config_sources(f);
-  for (const auto& dir : f.plugin_dirs) request.plugin_dirs.emplace_back(dir);
+  request.sources = config_sources(f, vm);
+  for (const auto& dirs : f.plugin_dirs) {
+    std::stringstream list(dirs);
+    for (std::string dir; std::getline(list, dir, ':');) {
+      if (dir.empty()) throw UsageError("--plugin-dir: an empty directory name", "remove it");
+      request.plugin_dirs.emplace_back(dir);
+    }
+  }
   request.load.allow_untrusted = f.allow_untrusted;
   request.program = *split.program;
   request.program_args = split.program_args;
   request.self = self_executable();
   request.quiet = f.quiet;
   request.debug = f.debug;
-  request.grace_period_s = f.grace_period;
-  request.rendezvous_timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(f.rdzv_timeout * 1000));
+  request.grace_period_s = grace_period;
+  request.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(rdzv_timeout * 1000));
   return accel::launcher::run_launch(request);
 }
 

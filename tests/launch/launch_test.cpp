@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,7 @@
 
 #include "accel/error.hpp"
 #include "accel/launcher.hpp"
+#include "accel/run_config.hpp"
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/store_port.hpp"
@@ -293,6 +295,80 @@ TEST(Launch, UncaughtExceptionIsTheRanksFailureForkedOrExecd) {
               std::string::npos)
         << out;
     EXPECT_EQ(out.find("SIGKILL"), std::string::npos) << out;
+  }
+}
+
+// ------------------------------------------------------------ flags from the schema
+
+// Every config key with a flag is a launch flag, in --help, under both spellings
+// (--a_b and --a-b, as Accelerate takes them). --help parses every flag first, so an
+// unknown one fails here.
+TEST(LaunchFlags, EverySchemaFlagIsAcceptedAndShownInHelp) {
+  const std::string help = run({"launch", "--help"}).text();
+  int flagged = 0;
+  for (const accel::ConfigKey& key : accel::config_schema()) {
+    if (key.flag.empty()) continue;
+    ++flagged;
+    const std::string flag(key.flag);
+    SCOPED_TRACE(flag);
+    EXPECT_NE(help.find("  " + flag + " "), std::string::npos) << help;
+    std::string other = flag.substr(2);
+    const bool hyphen = other.find('-') != std::string::npos;
+    std::replace(other.begin(), other.end(), hyphen ? '-' : '_', hyphen ? '_' : '-');
+    for (const std::string& spelling : {flag, "--" + other}) {
+      Launcher l = run({"launch", spelling, key.type == "boolean" ? "true" : "1", "--help"});
+      EXPECT_EQ(l.exit_code, 0) << spelling << "\n" << l.text();
+      EXPECT_NE(l.text().find("Usage: accelrun"), std::string::npos) << spelling << l.text();
+    }
+  }
+  EXPECT_GE(flagged, 18) << "the schema lost its flags";
+}
+
+// The flags docs/config.md documents reach the workers' effective config, booleans bare
+// or with a value.
+TEST(LaunchFlags, DocumentedFlagsReachTheWorkers) {
+  Launcher l = run({"--cpu", "--main_process_port", "0", "--gradient_accumulation_steps", "4",
+                    "--log-level", "warn", "--same_network", "false", "--rdzv_backend", "static",
+                    kLib, "--", "--show", "ACCEL_GRADIENT_ACCUMULATION_STEPS", "--show",
+                    "ACCEL_LOG_LEVEL", "--show", "ACCEL_SAME_NETWORK"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  for (const char* line :
+       {"ACCEL_GRADIENT_ACCUMULATION_STEPS=4", "ACCEL_LOG_LEVEL=warn", "ACCEL_SAME_NETWORK=false"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  Launcher bare = run({"--cpu", "--main_process_port", "0", "--same_network", kLib, "--", "--show",
+                       "ACCEL_SAME_NETWORK"});
+  EXPECT_EQ(bare.exit_code, 0) << bare.text();
+  EXPECT_NE(bare.text().find("ACCEL_SAME_NETWORK=true"), std::string::npos) << bare.text();
+}
+
+// Values a hostile user tried: each refused by name before anything starts.
+TEST(LaunchFlags, EmptyNonFiniteAndUnimplementedValuesAreRefused) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--num_processes", ""}, "num_processes: expected an integer, found \"\""},
+      {{"--grace_period", "nan"},
+       "--grace_period: expected a finite number of seconds, found \"nan\""},
+      {{"--grace_period", "inf"},
+       "--grace_period: expected a finite number of seconds, found \"inf\""},
+      {{"--grace_period", "1e400"}, "--grace_period: expected a finite number of seconds"},
+      {{"--grace_period", "-1"}, "--grace_period -1 is out of range"},
+      {{"--rdzv_timeout", "0"}, "--rdzv_timeout 0 is out of range"},
+      {{"--rdzv_backend", "c10d"}, "rdzv_backend c10d (flag --rdzv_backend) is not implemented"},
+      {{"--debug", "--log_level", "warn"}, "--debug and --log_level warn contradict each other"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--cpu", "--main_process_port", "0"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    args.push_back(kLib);
+    Launcher l = run(args);
+    SCOPED_TRACE(c.flags.front() + " " + c.flags.back());
+    EXPECT_NE(l.exit_code, 0) << l.text();
+    EXPECT_NE(l.text().find(c.message), std::string::npos) << l.text();
+    EXPECT_EQ(l.text().find("rank 0 of 1"), std::string::npos) << "a worker started\n" << l.text();
   }
 }
 

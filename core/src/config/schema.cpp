@@ -127,7 +127,8 @@ static std::vector<KeySpec> make_schema() {
       },
       [](const RunConfig& c) -> Value { return std::string(to_string(c.mixed_precision)); }});
   rows.push_back({"rdzv_backend", Kind::kChoice, {"static", "c10d"}, 0, 0,
-      "Rendezvous: static (fixed ranks from machine_rank) or c10d (ranks assigned by the store).",
+      "Rendezvous: static (fixed ranks from machine_rank). c10d (ranks assigned by the "
+      "store) is not implemented yet: the launcher refuses it.",
       "--rdzv_backend", {"ACCEL_RDZV_BACKEND"}, nullptr,
       [](RunConfig& c, const Value& v) { c.rdzv_backend = choice_as<RdzvBackend>(v, "rdzv_backend"); },
       [](const RunConfig& c) -> Value { return std::string(to_string(c.rdzv_backend)); }});
@@ -153,7 +154,8 @@ static std::vector<KeySpec> make_schema() {
       [](const RunConfig& c) -> Value { return c.monitor_interval; }});
   rows.push_back({"plugin_dirs", Kind::kStringList, {}, 0, 0,
       "Extra directories searched for backend plugins, before the installed ones. In the "
-      "environment and on the command line: a ':'-separated list, or a TOML array.",
+      "environment: a ':'-separated list, or a TOML array. --plugin-dir adds to them and is "
+      "searched first (repeatable, or ':'-separated).",
       "--plugin-dir", {"ACCEL_PLUGIN_DIRS"}, check_dirs,
       [](RunConfig& c, const Value& v) { c.plugin_dirs = as<std::vector<std::string>>(v); },
       [](const RunConfig& c) -> Value { return c.plugin_dirs; }});

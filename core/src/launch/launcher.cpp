@@ -263,16 +263,23 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
 
 PreparedLaunch prepare_launch(const LaunchInput& input) {
   PreparedLaunch prepared;
-  std::string origin;
+  std::string origin, rdzv_origin;
   ConfigSources sources = input.sources;
   if (input.config) {
     prepared.config = *input.config;
     validate(prepared.config);
-    origin = input.config_origin;
+    origin = rdzv_origin = input.config_origin;
   } else {
     const ResolvedConfig resolved = resolve_config(sources);
     prepared.config = resolved.config;
     origin = resolved.origin("backend").to_string();
+    rdzv_origin = resolved.origin("rdzv_backend").to_string();
+  }
+  // A documented key the launcher does not implement yet is refused, not ignored.
+  if (prepared.config.rdzv_backend == RdzvBackend::kC10d) {
+    throw LaunchError("rdzv_backend c10d (" + rdzv_origin +
+                      ") is not implemented yet: ranks come from machine_rank (static); set "
+                      "rdzv_backend to static, the default");
   }
   if (input.single_machine && prepared.config.num_machines != 1)
     throw LaunchError("accel::launch runs on one machine: set num_machines to 1");

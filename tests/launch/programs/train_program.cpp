@@ -8,6 +8,7 @@
 //   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
 //   --store            set a key per rank and read every other rank's
 //   --how_started      print whether this worker was exec'd or forked from the launcher
+//   --show NAME        print NAME=<its value in the environment> (repeatable)
 #include <unistd.h>
 
 #include <accel/main.hpp>
@@ -97,6 +98,10 @@ int train_main(int argc, char** argv) {
       store = true;
     else if (arg == "--how_started")
       how_started = true;
+    else if (arg == "--show" && i + 1 < argc) {
+      const char* value = std::getenv(argv[++i]);
+      std::printf("%s=%s\n", argv[i], value != nullptr ? value : "(unset)");
+    }
   }
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
   const int restart = env_int("ACCEL_RESTART_COUNT");
