@@ -404,6 +404,21 @@ TEST(Launch, SigintToAHangingGroupExits130) {
   EXPECT_EQ(l.exit_code, 128 + SIGINT) << l.text();
 }
 
+// Two one-machine runs on the default port at once: each picks a free port itself
+// (the default, 29500, is for machines that must agree on one).
+TEST(Launch, TwoDefaultOneMachineRunsAtOnceBothSucceed) {
+  const std::vector<std::string> args = {"--cpu", "--num_processes", "2",      kLib,
+                                         "--",    "--store",         "--mode", "chatty"};
+  Launcher first = start(args);
+  Launcher second = start(args);
+  finish(first, 120);
+  finish(second, 120);
+  for (const Launcher* l : {&first, &second}) {
+    EXPECT_EQ(l->exit_code, 0) << l->text();
+    EXPECT_EQ(count(l->text(), "store ok"), 2) << l->text();
+  }
+}
+
 TEST(Launch, PortInUseIsOneLineWithTheFix) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -110,7 +110,8 @@ static std::vector<KeySpec> make_schema() {
       [](RunConfig& c, const Value& v) { c.main_process_ip = as<std::string>(v); },
       [](const RunConfig& c) -> Value { return c.main_process_ip; }});
   rows.push_back({"main_process_port", Kind::kInteger, {}, 0, 65535,
-      "Rendezvous port on machine 0. 0: pick a free port (one machine only).",
+      "Rendezvous port on machine 0. One machine picks a free port unless this is set "
+      "(flag, environment or file), as torchrun's standalone mode; 0 asks for a free one.",
       "--main_process_port", {"ACCEL_MAIN_PROCESS_PORT"}, nullptr,
       [](RunConfig& c, const Value& v) { c.main_process_port = as_int(v); },
       [](const RunConfig& c) -> Value { return std::int64_t{c.main_process_port}; }});

@@ -179,13 +179,18 @@ bool fork_from_launcher(const LaunchPlan& plan, ProgramKind kind) {
          !(off != nullptr && std::strcmp(off, "0") == 0);
 }
 
-// The store port to ask for: one process needs no agreed port, and a free one avoids
-// clashing with another run.
-int requested_port(const LaunchPlan& plan) { return plan.world_size == 1 ? 0 : plan.master_port; }
+// The store port to ask for: one process needs no agreed port, and neither does one
+// machine on the default port; a free one avoids clashing with another run. Several
+// machines (or a cluster's tasks) must agree on it, so they keep the configured one.
+int requested_port(const LaunchPlan& plan, bool default_port) {
+  const bool alone = plan.num_machines == 1 && !plan.cluster.has_value();
+  return plan.world_size == 1 || (alone && default_port) ? 0 : plan.master_port;
+}
 
-std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request) {
+std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request,
+                                             bool default_port) {
   const bool several_hosts = plan.num_machines > 1 || plan.cluster.has_value();
-  const int port = requested_port(plan);
+  const int port = requested_port(plan, default_port);
   std::unique_ptr<Rendezvous> rendezvous;
   if (plan.host_store) {
     if (port != 0) choose_store_port(port);  // one clear line for a taken port
@@ -274,6 +279,8 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
     prepared.config = resolved.config;
     origin = resolved.origin("backend").to_string();
     rdzv_origin = resolved.origin("rdzv_backend").to_string();
+    prepared.default_port =
+        resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
   }
   // A documented key the launcher does not implement yet is refused, not ignored.
   if (prepared.config.rdzv_backend == RdzvBackend::kC10d) {
@@ -328,10 +335,10 @@ int run_launch(const LaunchRequest& request) {
   std::unique_ptr<Rendezvous> rendezvous;
   const bool deferred = host_after_spawn(plan);
   if (deferred) {
-    plan.master_port = choose_store_port(requested_port(plan));
+    plan.master_port = choose_store_port(requested_port(plan, prepared.default_port));
     plan.run_id = new_run_id();
   } else {
-    rendezvous = start_rendezvous(plan, request);
+    rendezvous = start_rendezvous(plan, request, prepared.default_port);
   }
   if (request.debug) print_plan(plan, choice, request, kind);
   // Workers search the launcher's --plugin-dir directories too.
