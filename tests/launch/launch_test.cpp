@@ -372,6 +372,25 @@ TEST(LaunchFlags, EmptyNonFiniteAndUnimplementedValuesAreRefused) {
   }
 }
 
+// A static constructor that crashes: in the fork path accelrun loads the library itself,
+// and once died of it without a word (rc 139). Now one line names the program and the
+// signal, nothing starts, and the exit code is the signal's; exec'd, rank 0 is named.
+TEST(Launch, StaticConstructorCrashNamesTheProgramForkedOrExecd) {
+  const std::string crash = CRASH_ON_LOAD_LIBRARY;
+  const std::vector<std::string> args = {
+      "--cpu", "--num_processes", "2", "--main_process_port", "0", crash};
+  Launcher forked = run(args, {"ACCEL_LAUNCH_FORK=1"});
+  EXPECT_EQ(forked.exit_code, 128 + SIGSEGV) << forked.text();
+  EXPECT_NE(forked.text().find("accelrun: the training program " + crash +
+                               " crashed with signal 11, SIGSEGV, while accelrun loaded it"),
+            std::string::npos)
+      << forked.text();
+  EXPECT_EQ(forked.text().find("[rank "), std::string::npos) << forked.text();
+  Launcher execd = run(args, {"ACCEL_LAUNCH_FORK=0"});
+  EXPECT_NE(execd.exit_code, 0) << execd.text();
+  EXPECT_NE(execd.text().find("accelrun: rank "), std::string::npos) << execd.text();
+}
+
 TEST(Launch, HangingWorkerThatIgnoresSigtermIsKilled) {
   // Rank 0 hangs and ignores SIGTERM; rank 1 fails: rank 0 needs SIGKILL.
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", "--grace_period", "1", kLib,

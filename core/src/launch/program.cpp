@@ -6,9 +6,13 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <string>
 
 #include "accel/error.hpp"
 
@@ -110,9 +114,64 @@ int run_library(const std::filesystem::path& path, const std::string& symbol,
   return call_library({path, entry}, args);
 }
 
+namespace {
+
+// A library's static constructors run inside dlopen. In the launcher (the fork path) a
+// crash there would take accelrun down without a word, so while it loads, these
+// handlers print which program crashed and how, then die of the same signal.
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+std::string g_crash_messages[std::size(kCrashSignals)];  // built before dlopen
+
+void on_crash_while_loading(int signal_number) {
+  for (size_t i = 0; i < std::size(kCrashSignals); ++i) {
+    if (kCrashSignals[i] != signal_number) continue;
+    [[maybe_unused]] ssize_t n = ::write(2, g_crash_messages[i].data(), g_crash_messages[i].size());
+  }
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+// Installs the handlers for its lifetime; restores the previous ones after.
+class CrashReporter {
+ public:
+  explicit CrashReporter(const std::filesystem::path& path) {
+    for (size_t i = 0; i < std::size(kCrashSignals); ++i) {
+      const int s = kCrashSignals[i];
+      const char* abbrev = ::sigabbrev_np(s);
+      g_crash_messages[i] = "accelrun: the training program " + path.string() +
+                            " crashed with signal " + std::to_string(s) + ", SIG" +
+                            (abbrev != nullptr ? abbrev : "?") +
+                            ", while accelrun loaded it (in a static constructor or an ELF "
+                            "initializer), before any worker started; fix its static "
+                            "initialization (ACCEL_LAUNCH_FORK=0 loads it in the workers only, "
+                            "where a debugger can follow it)\n";
+      struct sigaction action {};
+      action.sa_handler = on_crash_while_loading;
+      sigemptyset(&action.sa_mask);
+      action.sa_flags = SA_RESETHAND;
+      ::sigaction(s, &action, &previous_[i]);
+    }
+  }
+  ~CrashReporter() {
+    for (size_t i = 0; i < std::size(kCrashSignals); ++i)
+      ::sigaction(kCrashSignals[i], &previous_[i], nullptr);
+  }
+  CrashReporter(const CrashReporter&) = delete;
+  CrashReporter& operator=(const CrashReporter&) = delete;
+
+ private:
+  struct sigaction previous_[std::size(kCrashSignals)]{};
+};
+
+}  // namespace
+
 std::optional<PreloadedLibrary> preload_library(const std::filesystem::path& path,
                                                 const std::string& symbol) {
-  void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* library = nullptr;
+  {
+    const CrashReporter reporter(path);
+    library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (library == nullptr) return std::nullopt;
   ::dlerror();
   void* entry = ::dlsym(library, symbol.c_str());

@@ -36,7 +36,9 @@ struct PreloadedLibrary {
 };
 
 // dlopen(path, RTLD_NOW|RTLD_LOCAL) and `symbol`, printing nothing: nullopt when either
-// fails (workers started the usual way then report it, each as today).
+// fails (workers started the usual way then report it, each as today). A crash in the
+// library's static constructors (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) prints one
+// line naming the program and the signal, and the process dies of that signal.
 std::optional<PreloadedLibrary> preload_library(const std::filesystem::path& path,
                                                 const std::string& symbol);
 
