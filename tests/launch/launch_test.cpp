@@ -550,6 +550,20 @@ TEST(Launch, GpuIdsBeyondTheDeviceCountAreRefused) {
       << l.text();
 }
 
+// More processes than devices: refused before any worker starts (each used to start
+// and fail on its own).
+TEST(Launch, MoreProcessesThanDevicesIsRefusedBeforeSpawning) {
+  Launcher l = run({"--plugin-dir", FAKEGPU_PLUGIN_DIR, "--backend", "fakegpu", "--num_processes",
+                    "3", "--main_process_port", "0", kLib});
+  EXPECT_EQ(l.exit_code, 1) << l.text();
+  EXPECT_NE(l.text().find("accelrun: num_processes 3 puts 3 process(es) on this machine, one per "
+                          "device, but the fakegpu backend sees 2 device(s): lower "
+                          "--num_processes to 2 or add machines"),
+            std::string::npos)
+      << l.text();
+  EXPECT_EQ(l.text().find("[rank "), std::string::npos) << l.text();
+}
+
 TEST(Launch, BadFlagValueNamesTheFlag) {
   Launcher l = run({"--num_processes", "zero", kLib});
   EXPECT_EQ(l.exit_code, 1) << l.text();

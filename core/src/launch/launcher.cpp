@@ -47,8 +47,22 @@ std::string join_dirs(const PluginRegistry& registry) {
 }
 
 void check_devices(const Plugin& plugin, const RunConfig& config) {
-  if (config.gpu_ids.empty()) return;
   const int32_t count = plugin.device_count();
+  if (config.gpu_ids.empty()) {
+    // Every device: a plugin that gives each process its own device (it names a
+    // visible-devices variable) needs as many here as processes, or every worker fails.
+    const int local = config.processes_per_machine();
+    if (!plugin.info().visible_devices_env.empty() && local > count) {
+      throw LaunchError("num_processes " + std::to_string(config.num_processes) + " puts " +
+                        std::to_string(local) +
+                        " process(es) on this machine, one per device, "
+                        "but the " +
+                        plugin.name() + " backend sees " + std::to_string(count) +
+                        " device(s): lower --num_processes to " +
+                        std::to_string(count * config.num_machines) + " or add machines");
+    }
+    return;
+  }
   for (int id : config.gpu_ids) {
     if (id >= count) {
       throw LaunchError("gpu_ids: device " + std::to_string(id) + " does not exist; the " +
