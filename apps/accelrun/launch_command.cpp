@@ -44,7 +44,7 @@ const char* const kLaunchHelp =
     "\n";
 
 // The flags that are the launcher's own; every config key with a flag is declared from
-// the schema's row instead (schema_flags), so its help and spelling live in one place.
+// the schema's row instead (add_schema_flags), so its help and spelling live in one place.
 struct Flags {
   std::string config_file, grace_period = "5", rdzv_timeout = "300";
   std::vector<std::string> plugin_dirs;
@@ -135,19 +135,24 @@ std::string canonical_flag(const po::options_description& options, const std::st
   return token;
 }
 
+// The option a "--name" token (without "=value") names, or nullptr.
+const po::value_semantic* option_semantic(const po::options_description& options,
+                                          const std::string& token) {
+  if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) return nullptr;
+  const auto* option = options.find_nothrow(token.substr(2), false);
+  return option != nullptr ? option->semantic().get() : nullptr;
+}
+
 // Whether the word after this flag is its value (not for a bare boolean: --same_network).
 bool takes_value(const po::options_description& options, const std::string& token) {
-  if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) return false;
-  const auto* option = options.find_nothrow(token.substr(2), false);
-  return option != nullptr && option->semantic()->min_tokens() > 0;
+  const auto* semantic = option_semantic(options, token);
+  return semantic != nullptr && semantic->min_tokens() > 0;
 }
 
 // A flag that may stand bare or take true|false (the schema's booleans).
 bool takes_boolean(const po::options_description& options, const std::string& token) {
-  if (token.rfind("--", 0) != 0 || token.find('=') != std::string::npos) return false;
-  const auto* option = options.find_nothrow(token.substr(2), false);
-  return option != nullptr && option->semantic()->min_tokens() == 0 &&
-         option->semantic()->max_tokens() > 0;
+  const auto* semantic = option_semantic(options, token);
+  return semantic != nullptr && semantic->min_tokens() == 0 && semantic->max_tokens() > 0;
 }
 
 // Splits `[flags] PROGRAM [--] [ARGS]`: flags stop at the first word that is neither an
@@ -212,19 +217,19 @@ accel::ConfigSources config_sources(const Flags& f, const po::variables_map& vm)
   return sources;
 }
 
-// A number of seconds for a launcher flag: finite, in range, nothing after it.
-double seconds_flag(const char* flag, const std::string& text, double min, bool min_allowed) {
-  const std::string fix = std::string("pass seconds, e.g. --") + flag + (min_allowed ? " 0" : " 5");
+// A number of seconds for a launcher flag: finite, nothing after it, above 0 (or at
+// least 0 with zero_allowed) and at most a week.
+double seconds_flag(const char* flag, const std::string& text, bool zero_allowed) {
+  const std::string name = std::string("--") + flag;
+  const std::string fix = "pass seconds, e.g. " + name + (zero_allowed ? " 0" : " 5");
   char* end = nullptr;
   errno = 0;
   const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(value))
-    throw UsageError(
-        "--" + std::string(flag) + ": expected a finite number of seconds, found \"" + text + "\"",
-        fix);
-  if (value < min || (!min_allowed && value == min) || value > 7 * 24 * 3600.0)
-    throw UsageError("--" + std::string(flag) + " " + text + " is out of range (" +
-                         (min_allowed ? ">= " : "> ") + "0 and at most a week)",
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+    throw UsageError(name + ": expected a finite number of seconds, found \"" + text + "\"", fix);
+  if (value < 0 || (!zero_allowed && value == 0) || value > 7 * 24 * 3600.0)
+    throw UsageError(name + " " + text + " is out of range (" + (zero_allowed ? ">= " : "> ") +
+                         "0 and at most a week)",
                      fix);
   return value;
 }
@@ -253,8 +258,8 @@ int run_split(const Split& split, const char* command) {
                      "name a train.so or an executable, e.g. `accelrun --num_processes 2 "
                      "./libtrain.so`; see `accelrun --help` for the commands");
   }
-  const double grace_period = seconds_flag("grace_period", f.grace_period, 0, true);
-  const double rdzv_timeout = seconds_flag("rdzv_timeout", f.rdzv_timeout, 0, false);
+  const double grace_period = seconds_flag("grace_period", f.grace_period, true);
+  const double rdzv_timeout = seconds_flag("rdzv_timeout", f.rdzv_timeout, false);
   accel::launcher::LaunchRequest request;
   request.sources = config_sources(f, vm);
   for (const auto& dirs : f.plugin_dirs) {

@@ -55,9 +55,8 @@ void check_devices(const Plugin& plugin, const RunConfig& config) {
     if (!plugin.info().visible_devices_env.empty() && local > count) {
       throw LaunchError("num_processes " + std::to_string(config.num_processes) + " puts " +
                         std::to_string(local) +
-                        " process(es) on this machine, one per device, "
-                        "but the " +
-                        plugin.name() + " backend sees " + std::to_string(count) +
+                        " process(es) on this machine, one per device, but the " + plugin.name() +
+                        " backend sees " + std::to_string(count) +
                         " device(s): lower --num_processes to " +
                         std::to_string(count * config.num_machines) + " or add machines");
     }
@@ -193,18 +192,13 @@ bool fork_from_launcher(const LaunchPlan& plan, ProgramKind kind) {
          !(off != nullptr && std::strcmp(off, "0") == 0);
 }
 
-// The store port to ask for: one process needs no agreed port, and neither does one
-// machine on the default port; a free one avoids clashing with another run. Several
-// machines (or a cluster's tasks) must agree on it, so they keep the configured one.
-int requested_port(const LaunchPlan& plan, bool default_port) {
-  const bool alone = plan.num_machines == 1 && !plan.cluster.has_value();
-  return plan.world_size == 1 || (alone && default_port) ? 0 : plan.master_port;
-}
+// The store port to ask for: one process needs no agreed port, and a free one avoids
+// clashing with another run (prepare_launch already zeroed a one-machine default port).
+int requested_port(const LaunchPlan& plan) { return plan.world_size == 1 ? 0 : plan.master_port; }
 
-std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request,
-                                             bool default_port) {
+std::unique_ptr<Rendezvous> start_rendezvous(LaunchPlan& plan, const LaunchRequest& request) {
   const bool several_hosts = plan.num_machines > 1 || plan.cluster.has_value();
-  const int port = requested_port(plan, default_port);
+  const int port = requested_port(plan);
   std::unique_ptr<Rendezvous> rendezvous;
   if (plan.host_store) {
     if (port != 0) choose_store_port(port);  // one clear line for a taken port
@@ -283,6 +277,7 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
 PreparedLaunch prepare_launch(const LaunchInput& input) {
   PreparedLaunch prepared;
   std::string origin, rdzv_origin;
+  bool default_port = false;  // main_process_port is the schema's, not the user's
   ConfigSources sources = input.sources;
   if (input.config) {
     prepared.config = *input.config;
@@ -293,8 +288,7 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
     prepared.config = resolved.config;
     origin = resolved.origin("backend").to_string();
     rdzv_origin = resolved.origin("rdzv_backend").to_string();
-    prepared.default_port =
-        resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
+    default_port = resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
   }
   // A documented key the launcher does not implement yet is refused, not ignored.
   if (prepared.config.rdzv_backend == RdzvBackend::kC10d) {
@@ -327,6 +321,10 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
                       "one process; the cluster launcher started " +
                       std::to_string(prepared.plan.world_size) + " tasks: start one");
   }
+  // One machine on the default port takes a free one, as torchrun's standalone mode, so
+  // two default runs can share a host; machines that must agree keep the configured port.
+  if (default_port && prepared.plan.num_machines == 1 && !prepared.plan.cluster)
+    prepared.plan.master_port = 0;
   prepared.plan.plugin_path = plugin.path().string();
   return prepared;
 }
@@ -349,10 +347,10 @@ int run_launch(const LaunchRequest& request) {
   std::unique_ptr<Rendezvous> rendezvous;
   const bool deferred = host_after_spawn(plan);
   if (deferred) {
-    plan.master_port = choose_store_port(requested_port(plan, prepared.default_port));
+    plan.master_port = choose_store_port(requested_port(plan));
     plan.run_id = new_run_id();
   } else {
-    rendezvous = start_rendezvous(plan, request, prepared.default_port);
+    rendezvous = start_rendezvous(plan, request);
   }
   if (request.debug) print_plan(plan, choice, request, kind);
   // Workers search the launcher's --plugin-dir directories too.

@@ -52,9 +52,6 @@ struct PreparedLaunch {
   RunConfig config;      // resolved, with the backend chosen
   BackendChoice choice;  // the checked plugin
   LaunchPlan plan;       // with plugin_path set; the store's port may still be 0
-  // main_process_port is the schema's default, not the user's: one machine then takes
-  // a free port (as torchrun's standalone mode), so two default runs can share a host.
-  bool default_port = false;
 };
 
 // Config resolution, backend detection (the config's, else the best available plugin,
