@@ -56,8 +56,6 @@
 #include <vector>
 
 #include "cpu_comm_store.h"
-#include "cpu_error.h"
-#include "cpu_global.h"
 #include "cpu_plugin.h"
 #include "cpu_reduce.h"
 #include "cpu_shm.h"
@@ -160,7 +158,8 @@ constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's defaul
 constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
-// Communicators created and not destroyed; freed by comms_shutdown (cpu_global.h).
+// Communicators created and not destroyed; freed by comms_shutdown (ShutdownOwned,
+// backend_kit.hpp).
 struct LiveComms {
   std::mutex mutex;
   std::map<accel_comm*, std::shared_ptr<accel_comm>> comms;
@@ -174,10 +173,6 @@ std::string where(const accel_comm* comm) {
 
 std::chrono::milliseconds timeout_of(const accel_comm* comm) {
   return std::chrono::milliseconds(comm->timeout_ms);
-}
-
-accel_error* invalid(const std::string& message) {
-  return make_error(ACCEL_STATUS_INVALID_ARGUMENT, message);
 }
 
 bool contains(const std::string& text, const char* needle) {
@@ -372,61 +367,11 @@ void shm_all_reduce(accel_comm* comm, uint64_t ticket, void* send, void* recv, s
 
 // ------------------------------------------------------------- validation
 
-bool valid_dtype(accel_dtype dtype) { return dtype_size(dtype) != 0; }
-
-// Checks a buffer named args-><field>; NULL when fine.
-accel_error* check_buffer(const accel_buffer& buffer, const char* field) {
-  const std::string name = std::string("args->") + field;
-  if (buffer.struct_size < ACCEL_BUFFER_STRUCT_SIZE) {
-    return invalid(name + ".struct_size is " + std::to_string(buffer.struct_size) +
-                   ", expected at least " + std::to_string(ACCEL_BUFFER_STRUCT_SIZE));
-  }
-  if (!valid_dtype(buffer.dtype)) {
-    return invalid(name + ".dtype " + std::to_string(static_cast<int>(buffer.dtype)) +
-                   " is not a known accel_dtype");
-  }
-  if (buffer.data == nullptr && buffer.count > 0) {
-    return invalid(name + ".data is NULL with count " + std::to_string(buffer.count));
-  }
-  return nullptr;
-}
-
-accel_error* check_args(const accel_collective_args* args, const char* call) {
-  if (args == nullptr) return invalid(std::string(call) + ": args is NULL");
-  if (args->struct_size < ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE) {
-    return invalid(std::string(call) + ": args->struct_size is " +
-                   std::to_string(args->struct_size) + ", expected at least " +
-                   std::to_string(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE));
-  }
-  if (args->comm == nullptr) return invalid(std::string(call) + ": args->comm is NULL");
-  return nullptr;
-}
-
-accel_error* with_call(const char* call, accel_error* error) {
-  if (error == nullptr) return nullptr;
-  accel_error* wrapped =
-      make_error(error_code(error), std::string(call) + ": " + error_message(error));
-  error_destroy(error);
-  return wrapped;
-}
-
-accel_error* check_same_dtype(const accel_collective_args* args) {
-  if (args->send.dtype == args->recv.dtype) return nullptr;
-  return invalid(std::string("args->recv.dtype ") + dtype_name(args->recv.dtype) +
-                 " differs from args->send.dtype " + dtype_name(args->send.dtype));
-}
-
-accel_error* check_count(const char* field, size_t actual, size_t expected, const char* rule) {
-  if (actual == expected) return nullptr;
-  return invalid(std::string("args->") + field + " is " + std::to_string(actual) + ", expected " +
-                 std::to_string(expected) + " (" + rule + ")");
-}
-
 // The reduction for args->op over args->send.dtype, or an error naming args->op.
 accel_error* pick_reduction(const accel_collective_args* args, ReduceFn* fn) {
   *fn = reduce_function(args->send.dtype, args->op);
   if (*fn != nullptr) return nullptr;
-  if (static_cast<int>(args->op) < 0 || static_cast<int>(args->op) > ACCEL_REDUCE_PROD) {
+  if (!accel::kit::known_reduce_op(args->op)) {
     return invalid("args->op " + std::to_string(static_cast<int>(args->op)) +
                    " is not a known accel_reduce_op");
   }
@@ -434,41 +379,7 @@ accel_error* pick_reduction(const accel_collective_args* args, ReduceFn* fn) {
                  " is not supported for dtype " + dtype_name(args->send.dtype));
 }
 
-accel_error* check_rank_field(const char* field, int32_t value, const accel_comm* comm) {
-  if (value >= 0 && value < comm->world) return nullptr;
-  return invalid(std::string("args->") + field + " is " + std::to_string(value) + ", outside 0.." +
-                 std::to_string(comm->world - 1));
-}
-
 // ------------------------------------------------------------ comm_create
-
-accel_error* check_create_args(const accel_comm_create_args* args) {
-  if (args == nullptr) return invalid("comm_create: args is NULL");
-  if (args->struct_size < ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE) {
-    return invalid("comm_create: args->struct_size is " + std::to_string(args->struct_size) +
-                   ", expected at least " + std::to_string(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE));
-  }
-  if (args->world_size < 1) {
-    return invalid("comm_create: args->world_size is " + std::to_string(args->world_size) +
-                   ", expected at least 1");
-  }
-  if (args->rank < 0 || args->rank >= args->world_size) {
-    return invalid("comm_create: args->rank is " + std::to_string(args->rank) + ", outside 0.." +
-                   std::to_string(args->world_size - 1));
-  }
-  const accel_kv_store* store = args->store;
-  if (store == nullptr) return invalid("comm_create: args->store is NULL");
-  // Only set and get: a store from before add and remove (a smaller struct) is fine.
-  if (store->struct_size < ACCEL_STRUCT_SIZE(accel_kv_store, get) || store->set == nullptr ||
-      store->get == nullptr) {
-    return invalid("comm_create: args->store is incomplete (struct_size, set or get)");
-  }
-  if (args->num_options > 0 && args->options == nullptr) {
-    return invalid("comm_create: args->options is NULL with num_options " +
-                   std::to_string(args->num_options));
-  }
-  return nullptr;
-}
 
 constexpr const char* kOptionAlgorithm = "allreduce_algorithm";
 constexpr const char* kOptionSharedMemory = "shared_memory";
@@ -685,7 +596,7 @@ accel_error* comm_get_async_error(accel_comm* comm) {
 accel_error* comm_all_reduce(const accel_collective_args* args) {
   return guarded("comm_all_reduce", [&]() -> accel_error* {
     const char* call = "all_reduce";
-    if (accel_error* error = check_args(args, call)) return error;
+    if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     ReduceFn fn = nullptr;
     accel_error* error = check_buffer(args->send, "send");
@@ -716,10 +627,10 @@ accel_error* comm_all_reduce(const accel_collective_args* args) {
 accel_error* comm_broadcast(const accel_collective_args* args) {
   return guarded("comm_broadcast", [&]() -> accel_error* {
     const char* call = "broadcast";
-    if (accel_error* error = check_args(args, call)) return error;
+    if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     const bool is_root = args->root == comm->rank;
-    accel_error* error = check_rank_field("root", args->root, comm);
+    accel_error* error = check_rank_field("root", args->root, comm->world);
     if (!error) error = check_buffer(args->recv, "recv");
     if (!error && is_root) error = check_buffer(args->send, "send");
     if (!error && is_root) error = check_same_dtype(args);
@@ -747,7 +658,7 @@ accel_error* comm_broadcast(const accel_collective_args* args) {
 accel_error* comm_all_gather(const accel_collective_args* args) {
   return guarded("comm_all_gather", [&]() -> accel_error* {
     const char* call = "all_gather";
-    if (accel_error* error = check_args(args, call)) return error;
+    if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     accel_error* error = check_buffer(args->send, "send");
     if (!error) error = check_buffer(args->recv, "recv");
@@ -777,7 +688,7 @@ accel_error* comm_all_gather(const accel_collective_args* args) {
 accel_error* comm_reduce_scatter(const accel_collective_args* args) {
   return guarded("comm_reduce_scatter", [&]() -> accel_error* {
     const char* call = "reduce_scatter";
-    if (accel_error* error = check_args(args, call)) return error;
+    if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     ReduceFn fn = nullptr;
     accel_error* error = check_buffer(args->send, "send");
@@ -805,7 +716,7 @@ accel_error* comm_reduce_scatter(const accel_collective_args* args) {
 
 accel_error* comm_barrier(const accel_collective_args* args) {
   return guarded("comm_barrier", [&]() -> accel_error* {
-    if (accel_error* error = check_args(args, "barrier")) return error;
+    if (accel_error* error = check_collective_args(args, "barrier")) return error;
     return submit(args->comm, args->stream, "barrier", [](accel_comm* c, uint32_t tag) {
       gloo::BarrierOptions opts(c->context);
       opts.setTag(tag);
@@ -821,11 +732,11 @@ namespace {
 // them in order per (pair, slot).
 accel_error* point_to_point(const accel_collective_args* args, bool sending) {
   const char* call = sending ? "send" : "recv";
-  if (accel_error* error = check_args(args, call)) return error;
+  if (accel_error* error = check_collective_args(args, call)) return error;
   accel_comm* comm = args->comm;
   const accel_buffer& buffer = sending ? args->send : args->recv;
   accel_error* error = check_buffer(buffer, sending ? "send" : "recv");
-  if (!error) error = check_rank_field("peer", args->peer, comm);
+  if (!error) error = check_rank_field("peer", args->peer, comm->world);
   if (!error && args->peer == comm->rank) {
     error = invalid("args->peer is this process's own rank " + std::to_string(comm->rank));
   }

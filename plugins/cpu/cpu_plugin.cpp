@@ -5,42 +5,25 @@
 
 #include <accel/backend.h>
 
-#include <atomic>
 #include <string>
 
 #include "cpu_comm.h"
 #include "cpu_device.h"
-#include "cpu_error.h"
 #include "cpu_precision.h"
 #include "cpu_stream.h"
 
 namespace accel_cpu {
 namespace {
 
-// Constant-initialised atomics: no static constructor runs when the library loads.
-std::atomic<const accel_host_api*> g_host{nullptr};
-std::atomic<bool> g_initialized{false};
-
-// The config's [backend_options] reach init and comm_create alike. The CPU's are all
-// communicator options (cpu_comm.cpp); an unknown one is most likely a typo in the
-// config, so say so rather than ignore it silently.
-void warn_unknown_options(const accel_init_args* args) {
-  for (size_t i = 0; i < args->num_options; ++i) {
-    const char* key = args->options[i].key;
-    if (is_comm_option(key)) continue;
-    log(ACCEL_LOG_WARN, std::string("cpu: ignoring unknown backend option '") +
-                            (key != nullptr ? key : "(null)") + "'");
-  }
-}
+// Constant-initialised: no static constructor runs when the library loads.
+accel::kit::PluginState g_state{"cpu"};
 
 accel_error* init(const accel_init_args* args) {
   return guarded("init", [&]() -> accel_error* {
-    bool expected = false;
-    if (!g_initialized.compare_exchange_strong(expected, true)) {
-      return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
-                        "init: the cpu backend is already initialised (call shutdown first)");
-    }
-    if (args != nullptr && args->options != nullptr) warn_unknown_options(args);
+    if (accel_error* error = g_state.begin_init()) return error;
+    // The config's [backend_options] reach init and comm_create alike; the CPU's are
+    // all communicator options (cpu_comm.cpp).
+    g_state.warn_unknown_options(args, is_comm_option);
     log(ACCEL_LOG_DEBUG, "cpu: initialised");
     return nullptr;
   });
@@ -53,7 +36,7 @@ accel_error* shutdown() {
   return guarded("shutdown", [&]() -> accel_error* {
     comms_shutdown();
     streams_shutdown();
-    g_initialized.store(false);
+    g_state.end_shutdown();
     log(ACCEL_LOG_DEBUG, "cpu: shut down");
     return nullptr;
   });
@@ -64,10 +47,10 @@ const accel_backend_api kApi = {
     /* .struct_size = */ ACCEL_BACKEND_API_STRUCT_SIZE,
     /* .abi_major = */ ACCEL_ABI_VERSION_MAJOR,
     /* .abi_minor = */ ACCEL_ABI_VERSION_MINOR,
-    /* .error_get_code = */ error_get_code,
-    /* .error_get_message = */ error_get_message,
-    /* .error_destroy = */ error_destroy,
-    /* .error_create = */ error_create,
+    /* .error_get_code = */ accel::kit::error_get_code,
+    /* .error_get_message = */ accel::kit::error_get_message,
+    /* .error_destroy = */ accel::kit::error_destroy,
+    /* .error_create = */ accel::kit::error_create,
     /* .init = */ init,
     /* .shutdown = */ shutdown,
     /* .info_get = */ info_get,
@@ -117,21 +100,11 @@ const accel_backend_api kApi = {
 
 }  // namespace
 
-const accel_host_api* host_api() { return g_host.load(); }
+const accel_host_api* host_api() { return g_state.host(); }
 
-void log(accel_log_level level, const std::string& message) {
-  const accel_host_api* host = g_host.load();
-  if (host == nullptr || !ACCEL_HAS_FIELD(host, accel_host_api, log) || host->log == nullptr) {
-    return;
-  }
-  host->log(host->log_user_data, level, message.c_str());
-}
+void log(accel_log_level level, const std::string& message) { g_state.log(level, message); }
 
-accel_error* require_init(const char* call) {
-  if (g_initialized.load()) return nullptr;
-  return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
-                    std::string(call) + ": the cpu backend is not initialised (call init first)");
-}
+accel_error* require_init(const char* call) { return g_state.require_init(call); }
 
 }  // namespace accel_cpu
 
@@ -139,6 +112,6 @@ accel_error* require_init(const char* call) {
 // and the framework version; never rejects a host version: the host decides.
 extern "C" ACCEL_PLUGIN_EXPORT const accel_backend_api* accel_backend_get_api(
     const accel_host_api* host) {
-  if (host != nullptr) accel_cpu::g_host.store(host);
+  accel_cpu::g_state.set_host(host);
   return &accel_cpu::kApi;
 }

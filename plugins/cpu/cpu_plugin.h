@@ -1,15 +1,33 @@
-// What the CPU plugin's files share: the host services, the init state, device-index
-// checks and the struct_size-aware copy into the host's output structs.
+// What the CPU plugin's files share: the plugin kit's names (errors, guard, copy-out,
+// argument checks, plugin-wide objects), the host services, the init state and the
+// device-index check.
 #pragma once
 
 #include <accel/backend.h>
 
-#include <cstring>
+#include <accel/backend_kit.hpp>
 #include <string>
 
-#include "cpu_error.h"
-
 namespace accel_cpu {
+
+using accel::kit::check_buffer;
+using accel::kit::check_collective_args;
+using accel::kit::check_count;
+using accel::kit::check_create_args;
+using accel::kit::check_rank_field;
+using accel::kit::check_same_dtype;
+using accel::kit::copy_out;
+using accel::kit::dtype_name;
+using accel::kit::dtype_size;
+using accel::kit::error_code;
+using accel::kit::error_destroy;
+using accel::kit::error_message;
+using accel::kit::guarded;
+using accel::kit::invalid;
+using accel::kit::make_error;
+using accel::kit::reduce_op_name;
+using accel::kit::ShutdownOwned;
+using accel::kit::with_call;
 
 // The host given to accel_backend_get_api (the latest one); NULL before that.
 const accel_host_api* host_api();
@@ -23,20 +41,5 @@ accel_error* require_init(const char* call);
 
 // NULL for device 0, the only CPU device; INVALID_ARGUMENT naming `call` otherwise.
 accel_error* check_device(const char* call, int32_t device);
-
-// Copies `full` into the host's *out up to min(out->struct_size, sizeof(T)), keeping
-// the host's struct_size: a smaller (older) struct gets only the fields it declares.
-template <class T>
-accel_error* copy_out(const char* call, T* out, const T& full) {
-  if (out == nullptr || out->struct_size < sizeof(size_t)) {
-    return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                      std::string(call) + ": output struct is NULL or its struct_size is unset");
-  }
-  const size_t size = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
-  const size_t skip = sizeof(size_t);
-  std::memcpy(reinterpret_cast<char*>(out) + skip, reinterpret_cast<const char*>(&full) + skip,
-              size - skip);
-  return nullptr;
-}
 
 }  // namespace accel_cpu

@@ -23,7 +23,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "cpu_error.h"
 #include "cpu_plugin.h"
 
 namespace accel_cpu {

@@ -187,65 +187,6 @@ void divide_16(void* data, size_t n, int32_t divisor) {
 
 }  // namespace
 
-size_t dtype_size(accel_dtype dtype) {
-  switch (dtype) {
-    case ACCEL_DTYPE_F64:
-    case ACCEL_DTYPE_I64:
-      return 8;
-    case ACCEL_DTYPE_F32:
-    case ACCEL_DTYPE_I32:
-      return 4;
-    case ACCEL_DTYPE_F16:
-    case ACCEL_DTYPE_BF16:
-      return 2;
-    case ACCEL_DTYPE_I8:
-    case ACCEL_DTYPE_U8:
-    case ACCEL_DTYPE_BOOL:
-      return 1;
-  }
-  return 0;
-}
-
-const char* dtype_name(accel_dtype dtype) {
-  switch (dtype) {
-    case ACCEL_DTYPE_F32:
-      return "f32";
-    case ACCEL_DTYPE_F64:
-      return "f64";
-    case ACCEL_DTYPE_F16:
-      return "f16";
-    case ACCEL_DTYPE_BF16:
-      return "bf16";
-    case ACCEL_DTYPE_I8:
-      return "i8";
-    case ACCEL_DTYPE_U8:
-      return "u8";
-    case ACCEL_DTYPE_I32:
-      return "i32";
-    case ACCEL_DTYPE_I64:
-      return "i64";
-    case ACCEL_DTYPE_BOOL:
-      return "bool";
-  }
-  return "unknown";
-}
-
-const char* reduce_op_name(accel_reduce_op op) {
-  switch (op) {
-    case ACCEL_REDUCE_SUM:
-      return "sum";
-    case ACCEL_REDUCE_AVG:
-      return "avg";
-    case ACCEL_REDUCE_MIN:
-      return "min";
-    case ACCEL_REDUCE_MAX:
-      return "max";
-    case ACCEL_REDUCE_PROD:
-      return "prod";
-  }
-  return "unknown";
-}
-
 ReduceFn reduce_function(accel_dtype dtype, accel_reduce_op op) {
   if (dtype == ACCEL_DTYPE_BOOL) {
     switch (op) {

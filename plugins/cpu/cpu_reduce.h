@@ -6,6 +6,7 @@
 
 #include <accel/backend.h>
 
+#include <accel/backend_kit.hpp>
 #include <cstddef>
 #include <cstdint>
 
@@ -14,10 +15,11 @@ namespace accel_cpu {
 // c[i] = a[i] (op) b[i] for n elements; c may alias a or b.
 using ReduceFn = void (*)(void* c, const void* a, const void* b, size_t n);
 
-// Bytes per element; 0 for a dtype this plugin does not know.
-size_t dtype_size(accel_dtype dtype);
-const char* dtype_name(accel_dtype dtype);
-const char* reduce_op_name(accel_reduce_op op);
+// Bytes per element (0 for a dtype the ABI does not define) and the names used in
+// messages come from the plugin kit.
+using accel::kit::dtype_name;
+using accel::kit::dtype_size;
+using accel::kit::reduce_op_name;
 
 // The reduction for op over dtype. AVG reduces as SUM (divide afterwards with
 // divide_by). NULL when the pair is not supported (bool avg, unknown values).

@@ -14,8 +14,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cpu_error.h"
-#include "cpu_global.h"
 #include "cpu_plugin.h"
 
 namespace accel_cpu {
@@ -211,7 +209,7 @@ struct Registry {
   std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
 };
 
-ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown (cpu_global.h)
+ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown (ShutdownOwned, backend_kit.hpp)
 
 Registry& registry() { return g_registry.get(); }
 

@@ -610,8 +610,8 @@ accel_error* comm_all_reduce(const accel_collective_args* args) {
     if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     ncclRedOp_t op = ncclSum;
-    accel_error* error = check_buffer(args->send, "send", comm->device);
-    if (!error) error = check_buffer(args->recv, "recv", comm->device);
+    accel_error* error = check_device_buffer(args->send, "send", comm->device);
+    if (!error) error = check_device_buffer(args->recv, "recv", comm->device);
     if (!error) error = check_same_dtype(args);
     if (!error) error = check_count("recv.count", args->recv.count, args->send.count, "send.count");
     if (!error) error = nccl_op(args->op, args->send.dtype, &op);
@@ -634,8 +634,8 @@ accel_error* comm_broadcast(const accel_collective_args* args) {
     accel_comm* comm = args->comm;
     const bool is_root = args->root == comm->rank;
     accel_error* error = check_rank_field("root", args->root, comm->world);
-    if (!error) error = check_buffer(args->recv, "recv", comm->device);
-    if (!error && is_root) error = check_buffer(args->send, "send", comm->device);
+    if (!error) error = check_device_buffer(args->recv, "recv", comm->device);
+    if (!error && is_root) error = check_device_buffer(args->send, "send", comm->device);
     if (!error && is_root) error = check_same_dtype(args);
     if (!error && is_root) {
       error = check_count("recv.count", args->recv.count, args->send.count, "send.count");
@@ -658,8 +658,8 @@ accel_error* comm_all_gather(const accel_collective_args* args) {
     const char* call = "all_gather";
     if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
-    accel_error* error = check_buffer(args->send, "send", comm->device);
-    if (!error) error = check_buffer(args->recv, "recv", comm->device);
+    accel_error* error = check_device_buffer(args->send, "send", comm->device);
+    if (!error) error = check_device_buffer(args->recv, "recv", comm->device);
     if (!error) error = check_same_dtype(args);
     if (!error) {
       error = check_count("recv.count", args->recv.count,
@@ -684,8 +684,8 @@ accel_error* comm_reduce_scatter(const accel_collective_args* args) {
     if (accel_error* error = check_collective_args(args, call)) return error;
     accel_comm* comm = args->comm;
     ncclRedOp_t op = ncclSum;
-    accel_error* error = check_buffer(args->send, "send", comm->device);
-    if (!error) error = check_buffer(args->recv, "recv", comm->device);
+    accel_error* error = check_device_buffer(args->send, "send", comm->device);
+    if (!error) error = check_device_buffer(args->recv, "recv", comm->device);
     if (!error) error = check_same_dtype(args);
     if (!error) {
       error = check_count("send.count", args->send.count,
@@ -729,7 +729,7 @@ accel_error* point_to_point(const accel_collective_args* args, bool sending) {
   if (accel_error* error = check_collective_args(args, call)) return error;
   accel_comm* comm = args->comm;
   const accel_buffer& buffer = sending ? args->send : args->recv;
-  accel_error* error = check_buffer(buffer, sending ? "send" : "recv", comm->device);
+  accel_error* error = check_device_buffer(buffer, sending ? "send" : "recv", comm->device);
   if (!error) error = check_rank_field("peer", args->peer, comm->world);
   if (!error && args->peer == comm->rank) {
     error = make_error(ACCEL_STATUS_INVALID_ARGUMENT,

@@ -5,24 +5,22 @@
 #include <accel/backend.h>
 #include <nccl.h>
 
+#include <accel/backend_kit.hpp>
 #include <cstddef>
 #include <string>
 
 namespace accel_cuda {
 
-// NULL when args is a well-formed accel_comm_create_args (sizes, ranks, store).
-accel_error* check_create_args(const accel_comm_create_args* args);
+using accel::kit::check_collective_args;
+using accel::kit::check_count;
+using accel::kit::check_create_args;
+using accel::kit::check_rank_field;
+using accel::kit::check_same_dtype;
 
-// NULL when args is non-NULL, big enough, and names a communicator.
-accel_error* check_collective_args(const accel_collective_args* args, const char* call);
-
-// A buffer named args-><field>: struct_size, dtype, data against count, that it is on
-// `device`, and that its memory is device memory NCCL can reach (not plain host memory).
-accel_error* check_buffer(const accel_buffer& buffer, const char* field, int32_t device);
-
-accel_error* check_same_dtype(const accel_collective_args* args);
-accel_error* check_count(const char* field, size_t actual, size_t expected, const char* rule);
-accel_error* check_rank_field(const char* field, int32_t value, int32_t world);
+// The kit's check_buffer for a buffer named args-><field> on `device`, then that its
+// memory is memory NCCL can reach (device, managed or registered host memory; not
+// plain host memory, which NCCL does not check and its kernel would fault on).
+accel_error* check_device_buffer(const accel_buffer& buffer, const char* field, int32_t device);
 
 // NCCL's type for dtype (BOOL travels as uint8).
 ncclDataType_t nccl_type(accel_dtype dtype);

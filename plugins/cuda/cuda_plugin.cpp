@@ -8,7 +8,6 @@
 #include <accel/backend.h>
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <string>
 
 #include "cuda_comm.h"
@@ -20,28 +19,16 @@
 namespace accel_cuda {
 namespace {
 
-// Constant-initialised atomics: no static constructor runs when the library loads.
-std::atomic<const accel_host_api*> g_host{nullptr};
-std::atomic<bool> g_initialized{false};
+// Constant-initialised: no static constructor runs when the library loads.
+accel::kit::PluginState g_state{"cuda"};
 
-// The plugin reads no backend options yet; one in the config is most likely meant
-// for another backend or misspelt, so say so rather than ignore it silently.
-void warn_unknown_options(const accel_init_args* args) {
-  for (size_t i = 0; i < args->num_options; ++i) {
-    const char* key = args->options[i].key;
-    log(ACCEL_LOG_WARN, std::string("cuda: ignoring unknown backend option '") +
-                            (key != nullptr ? key : "(null)") + "'");
-  }
-}
+// The plugin reads no backend options yet: every one is reported as unknown.
+bool no_option_is_known(const char*) { return false; }
 
 accel_error* init(const accel_init_args* args) {
   return guarded("init", [&]() -> accel_error* {
-    bool expected = false;
-    if (!g_initialized.compare_exchange_strong(expected, true)) {
-      return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
-                        "init: the cuda backend is already initialised (call shutdown first)");
-    }
-    if (args != nullptr && args->options != nullptr) warn_unknown_options(args);
+    if (accel_error* error = g_state.begin_init()) return error;
+    g_state.warn_unknown_options(args, no_option_is_known);
     const Availability& probe = availability();
     log(probe.available ? ACCEL_LOG_DEBUG : ACCEL_LOG_WARN,
         probe.available ? "cuda: initialised, " + std::to_string(probe.count) + " device(s)"
@@ -56,7 +43,7 @@ accel_error* shutdown() {
   return guarded("shutdown", [&]() -> accel_error* {
     comms_shutdown();
     streams_shutdown();
-    g_initialized.store(false);
+    g_state.end_shutdown();
     log(ACCEL_LOG_DEBUG, "cuda: shut down");
     return nullptr;
   });
@@ -67,10 +54,10 @@ const accel_backend_api kApi = {
     /* .struct_size = */ ACCEL_BACKEND_API_STRUCT_SIZE,
     /* .abi_major = */ ACCEL_ABI_VERSION_MAJOR,
     /* .abi_minor = */ ACCEL_ABI_VERSION_MINOR,
-    /* .error_get_code = */ error_get_code,
-    /* .error_get_message = */ error_get_message,
-    /* .error_destroy = */ error_destroy,
-    /* .error_create = */ error_create,
+    /* .error_get_code = */ accel::kit::error_get_code,
+    /* .error_get_message = */ accel::kit::error_get_message,
+    /* .error_destroy = */ accel::kit::error_destroy,
+    /* .error_create = */ accel::kit::error_create,
     /* .init = */ init,
     /* .shutdown = */ shutdown,
     /* .info_get = */ info_get,
@@ -120,21 +107,11 @@ const accel_backend_api kApi = {
 
 }  // namespace
 
-const accel_host_api* host_api() { return g_host.load(); }
+const accel_host_api* host_api() { return g_state.host(); }
 
-void log(accel_log_level level, const std::string& message) {
-  const accel_host_api* host = g_host.load();
-  if (host == nullptr || !ACCEL_HAS_FIELD(host, accel_host_api, log) || host->log == nullptr) {
-    return;
-  }
-  host->log(host->log_user_data, level, message.c_str());
-}
+void log(accel_log_level level, const std::string& message) { g_state.log(level, message); }
 
-accel_error* require_init(const char* call) {
-  if (g_initialized.load()) return nullptr;
-  return make_error(ACCEL_STATUS_FAILED_PRECONDITION,
-                    std::string(call) + ": the cuda backend is not initialised (call init first)");
-}
+accel_error* require_init(const char* call) { return g_state.require_init(call); }
 
 DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);
@@ -157,6 +134,6 @@ accel_error* DeviceGuard::enter(const char* call, int32_t device) {
 // never rejects a host version: the host decides.
 extern "C" ACCEL_PLUGIN_EXPORT const accel_backend_api* accel_backend_get_api(
     const accel_host_api* host) {
-  if (host != nullptr) accel_cuda::g_host.store(host);
+  accel_cuda::g_state.set_host(host);
   return &accel_cuda::kApi;
 }

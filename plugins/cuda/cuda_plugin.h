@@ -1,16 +1,17 @@
 // What the CUDA plugin's files share: the host services, the init state, the device
-// guard and the struct_size-aware copy into the host's output structs.
+// guard; the plugin kit's copy-out and plugin-wide objects.
 #pragma once
 
 #include <accel/backend.h>
 
-#include <atomic>
-#include <cstring>
 #include <string>
 
 #include "cuda_error.h"
 
 namespace accel_cuda {
+
+using accel::kit::copy_out;
+using accel::kit::ShutdownOwned;
 
 // The host given to accel_backend_get_api (the latest one); NULL before that.
 const accel_host_api* host_api();
@@ -36,41 +37,5 @@ class DeviceGuard {
  private:
   int previous_ = -1;  // -1: nothing to restore
 };
-
-// A plugin-wide object made on first use and freed by shutdown, never by exit (a host
-// may call shutdown from a static destructor that runs after ours). Only a trivially
-// destructible pointer lives in static storage.
-template <class T>
-class ShutdownOwned {
- public:
-  T& get() {
-    T* current = object_.load(std::memory_order_acquire);
-    if (current != nullptr) return *current;
-    T* fresh = new T();
-    if (object_.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return *fresh;
-    delete fresh;  // another thread made it first
-    return *current;
-  }
-  // Takes the object out (NULL if none); the caller frees it. Only from shutdown.
-  T* release() { return object_.exchange(nullptr, std::memory_order_acq_rel); }
-
- private:
-  std::atomic<T*> object_{nullptr};
-};
-
-// Copies `full` into the host's *out up to min(out->struct_size, sizeof(T)), keeping
-// the host's struct_size: a smaller (older) struct gets only the fields it declares.
-template <class T>
-accel_error* copy_out(const char* call, T* out, const T& full) {
-  if (out == nullptr || out->struct_size < sizeof(size_t)) {
-    return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                      std::string(call) + ": output struct is NULL or its struct_size is unset");
-  }
-  const size_t size = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
-  const size_t skip = sizeof(size_t);
-  std::memcpy(reinterpret_cast<char*>(out) + skip, reinterpret_cast<const char*>(&full) + skip,
-              size - skip);
-  return nullptr;
-}
 
 }  // namespace accel_cuda
