@@ -158,14 +158,9 @@ constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's defaul
 constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
-// Communicators created and not destroyed; freed by comms_shutdown (ShutdownOwned,
-// backend_kit.hpp).
-struct LiveComms {
-  std::mutex mutex;
-  std::map<accel_comm*, std::shared_ptr<accel_comm>> comms;
-};
-ShutdownOwned<LiveComms> g_live_comms;
-LiveComms& live_comms() { return g_live_comms.get(); }
+// Communicators created and not destroyed; freed by comms_shutdown.
+ShutdownOwned<HandleRegistry<accel_comm>> g_live_comms;
+HandleRegistry<accel_comm>& live_comms() { return g_live_comms.get(); }
 
 std::string where(const accel_comm* comm) {
   return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
@@ -538,9 +533,7 @@ accel_error* comm_create(accel_comm_create_args* args) {
                         "comm_create failed " + where(comm.get()) + ": " + e.what());
     }
     comm->store.reset();  // the host's store is not needed once the mesh is up
-    std::lock_guard<std::mutex> lock(live_comms().mutex);
-    args->comm = comm.get();
-    live_comms().comms.emplace(comm.get(), std::move(comm));
+    args->comm = live_comms().add(std::move(comm));
     return nullptr;
   });
 }
@@ -548,15 +541,8 @@ accel_error* comm_create(accel_comm_create_args* args) {
 accel_error* comm_destroy(accel_comm* comm) {
   return guarded("comm_destroy", [&]() -> accel_error* {
     if (comm == nullptr) return nullptr;
-    std::shared_ptr<accel_comm> owner;
-    {
-      std::lock_guard<std::mutex> lock(live_comms().mutex);
-      auto it = live_comms().comms.find(comm);
-      if (it == live_comms().comms.end())
-        return invalid("comm_destroy: comm is not a live communicator");
-      owner = std::move(it->second);
-      live_comms().comms.erase(it);
-    }
+    const std::shared_ptr<accel_comm> owner = live_comms().take(comm);
+    if (!owner) return invalid("comm_destroy: comm is not a live communicator");
     if (!wait_for_outstanding(comm)) {
       std::lock_guard<std::mutex> lock(comm->mutex);
       log(ACCEL_LOG_WARN, "comm_destroy " + where(comm) + ": " + std::to_string(comm->outstanding) +
@@ -772,16 +758,9 @@ accel_error* comm_recv(const accel_collective_args* args) {
 }
 
 void comms_shutdown() {
-  std::vector<accel_comm*> live;
-  {
-    std::lock_guard<std::mutex> lock(live_comms().mutex);
-    for (const auto& entry : live_comms().comms) live.push_back(entry.first);
-  }
-  for (accel_comm* comm : live) {
-    accel_error* error = comm_abort(comm);  // fail fast what still waits for peers
-    if (error != nullptr) error_destroy(error);
-    error = comm_destroy(comm);
-    if (error != nullptr) error_destroy(error);
+  for (const std::shared_ptr<accel_comm>& comm : live_comms().all()) {
+    error_destroy(comm_abort(comm.get()));  // fail fast what still waits for peers
+    error_destroy(comm_destroy(comm.get()));
   }
   delete g_live_comms.release();
 }

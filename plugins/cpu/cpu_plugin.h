@@ -10,24 +10,9 @@
 
 namespace accel_cpu {
 
-using accel::kit::check_buffer;
-using accel::kit::check_collective_args;
-using accel::kit::check_count;
-using accel::kit::check_create_args;
-using accel::kit::check_rank_field;
-using accel::kit::check_same_dtype;
-using accel::kit::copy_out;
-using accel::kit::dtype_name;
-using accel::kit::dtype_size;
-using accel::kit::error_code;
-using accel::kit::error_destroy;
-using accel::kit::error_message;
-using accel::kit::guarded;
-using accel::kit::invalid;
-using accel::kit::make_error;
-using accel::kit::reduce_op_name;
-using accel::kit::ShutdownOwned;
-using accel::kit::with_call;
+// Built on the plugin kit: its names are this plugin's (a name declared here hides
+// the kit's).
+using namespace accel::kit;  // NOLINT(google-build-using-namespace)
 
 // The host given to accel_backend_get_api (the latest one); NULL before that.
 const accel_host_api* host_api();

@@ -82,15 +82,7 @@ void answer_f16(const Version& version, accel_precision_query* query) {
 }
 
 accel_error* check_query(accel_precision_query* query) {
-  if (query == nullptr || query->struct_size < ACCEL_PRECISION_QUERY_STRUCT_SIZE) {
-    return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                      "precision_query: query is NULL or smaller than its 1.0 size");
-  }
-  if (query->dtype != ACCEL_DTYPE_F16 && query->dtype != ACCEL_DTYPE_BF16) {
-    return make_error(
-        ACCEL_STATUS_INVALID_ARGUMENT,
-        "precision_query: dtype must be F16 or BF16, got " + std::to_string(int(query->dtype)));
-  }
+  if (accel_error* error = accel::kit::check_precision_query(query)) return error;
   return check_device("precision_query", query->device);
 }
 

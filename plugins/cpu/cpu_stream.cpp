@@ -204,37 +204,13 @@ void stop_and_join(accel_stream& stream) {
 // Live streams and events, so shutdown can drain and free what the host left, and
 // device_synchronize can find every stream. Built on first use, never at load.
 struct Registry {
-  std::mutex mutex;
-  std::unordered_map<accel_stream*, std::shared_ptr<accel_stream>> streams;
-  std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
+  HandleRegistry<accel_stream> streams;
+  HandleRegistry<accel_event> events;
 };
 
-ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown (ShutdownOwned, backend_kit.hpp)
+ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown
 
 Registry& registry() { return g_registry.get(); }
-
-accel_stream* register_stream(std::shared_ptr<accel_stream> stream) {
-  accel_stream* handle = stream.get();
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  registry().streams.emplace(handle, std::move(stream));
-  return handle;
-}
-
-std::shared_ptr<accel_stream> unregister_stream(accel_stream* handle) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  auto found = registry().streams.find(handle);
-  if (found == registry().streams.end()) return nullptr;
-  std::shared_ptr<accel_stream> stream = std::move(found->second);
-  registry().streams.erase(found);
-  return stream;
-}
-
-std::vector<std::shared_ptr<accel_stream>> live_streams() {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  std::vector<std::shared_ptr<accel_stream>> streams;
-  for (auto& entry : registry().streams) streams.push_back(entry.second);
-  return streams;
-}
 
 // ---------------------------------------------------------------- arguments
 
@@ -290,13 +266,13 @@ accel_error* stream_enqueue(accel_stream* stream, Task task) {
 }
 
 void streams_wait_all() {
-  for (const auto& stream : live_streams()) wait_idle(stream.get());
+  for (const auto& stream : registry().streams.all()) wait_idle(stream.get());
 }
 
 void streams_shutdown() {
   const std::unique_ptr<Registry> live(g_registry.release());
   if (!live) return;
-  for (auto& entry : live->streams) stop_and_join(*entry.second);
+  for (const auto& stream : live->streams.take_all()) stop_and_join(*stream);
 }  // streams and events are freed here, after every worker has drained
 
 // -------------------------------------------------------------- table entries
@@ -304,7 +280,7 @@ void streams_shutdown() {
 accel_error* stream_create(int32_t device, accel_stream** stream) {
   return guarded("stream_create", [&]() -> accel_error* {
     if (accel_error* error = check_create("stream_create", device, stream)) return error;
-    *stream = register_stream(new_worker_stream());
+    *stream = registry().streams.add(new_worker_stream());
     return nullptr;
   });
 }
@@ -312,7 +288,7 @@ accel_error* stream_create(int32_t device, accel_stream** stream) {
 accel_error* stream_destroy(accel_stream* stream) {
   return guarded("stream_destroy", [&]() -> accel_error* {
     if (stream == nullptr) return nullptr;
-    std::shared_ptr<accel_stream> owned = unregister_stream(stream);
+    std::shared_ptr<accel_stream> owned = registry().streams.take(stream);
     if (!owned)
       return invalid("stream_destroy", "unknown stream (destroyed twice, or after shutdown?)");
     stop_and_join(*owned);
@@ -331,7 +307,7 @@ accel_error* stream_wrap_native(int32_t device, void* native_stream, accel_strea
     }
     auto wrapper = std::make_shared<accel_stream>();
     wrapper->runs_inline = true;
-    *stream = register_stream(std::move(wrapper));
+    *stream = registry().streams.add(std::move(wrapper));
     return nullptr;
   });
 }
@@ -391,11 +367,9 @@ accel_error* event_create(int32_t device, uint32_t flags, accel_event** event) {
     if ((flags & ~ACCEL_EVENT_TIMING) != 0) {
       return invalid("event_create", ("unknown flags " + std::to_string(flags)).c_str());
     }
-    auto created = std::make_unique<accel_event>();
+    auto created = std::make_shared<accel_event>();
     created->flags = flags;
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    *event = created.get();
-    registry().events.emplace(*event, std::move(created));
+    *event = registry().events.add(std::move(created));
     return nullptr;
   });
 }
@@ -403,12 +377,7 @@ accel_error* event_create(int32_t device, uint32_t flags, accel_event** event) {
 // A pending recording outlives the event: the marker task shares it.
 accel_error* event_destroy(accel_event* event) {
   return guarded("event_destroy", [&]() -> accel_error* {
-    if (event == nullptr) return nullptr;
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    if (registry().events.erase(event) == 0) {
-      return invalid("event_destroy", "unknown event (destroyed twice, or after shutdown?)");
-    }
-    return nullptr;
+    return registry().events.drop(event, "event_destroy", "event");
   });
 }
 

@@ -99,12 +99,8 @@ namespace accel_cuda {
 namespace {
 
 // Communicators created and not destroyed; comms_shutdown destroys what is left.
-struct LiveComms {
-  std::mutex mutex;
-  std::map<accel_comm*, std::shared_ptr<accel_comm>> comms;
-};
-ShutdownOwned<LiveComms> g_live_comms;
-LiveComms& live_comms() { return g_live_comms.get(); }
+ShutdownOwned<accel::kit::HandleRegistry<accel_comm>> g_live_comms;
+accel::kit::HandleRegistry<accel_comm>& live_comms() { return g_live_comms.get(); }
 
 std::string where(const accel_comm* comm) {
   return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) +
@@ -560,9 +556,7 @@ accel_error* comm_create(accel_comm_create_args* args) {
       return error;
     }
     comm->watchdog = std::thread(watchdog_loop, comm.get());
-    std::lock_guard<std::mutex> lock(live_comms().mutex);
-    args->comm = comm.get();
-    live_comms().comms.emplace(comm.get(), std::move(comm));
+    args->comm = live_comms().add(std::move(comm));
     return nullptr;
   });
 }
@@ -570,17 +564,8 @@ accel_error* comm_create(accel_comm_create_args* args) {
 accel_error* comm_destroy(accel_comm* comm) {
   return guarded("comm_destroy", [&]() -> accel_error* {
     if (comm == nullptr) return nullptr;
-    std::shared_ptr<accel_comm> owner;
-    {
-      std::lock_guard<std::mutex> lock(live_comms().mutex);
-      auto it = live_comms().comms.find(comm);
-      if (it == live_comms().comms.end()) {
-        return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                          "comm_destroy: comm is not a live communicator");
-      }
-      owner = std::move(it->second);
-      live_comms().comms.erase(it);
-    }
+    const std::shared_ptr<accel_comm> owner = live_comms().take(comm);
+    if (!owner) return invalid("comm_destroy: comm is not a live communicator");
     return destroy_comm(owner.get());
   });
 }
@@ -766,12 +751,11 @@ accel_error* comm_recv(const accel_collective_args* args) {
 }
 
 void comms_shutdown() {
-  std::unique_ptr<LiveComms> live(g_live_comms.release());
+  std::unique_ptr<accel::kit::HandleRegistry<accel_comm>> live(g_live_comms.release());
   if (!live) return;
-  for (auto& entry : live->comms) {
-    abort_comm(entry.first, ACCEL_STATUS_ABORTED, "the cuda backend was shut down");
-    accel_error* error = destroy_comm(entry.first);
-    error_destroy(error);
+  for (const std::shared_ptr<accel_comm>& comm : live->take_all()) {
+    abort_comm(comm.get(), ACCEL_STATUS_ABORTED, "the cuda backend was shut down");
+    error_destroy(destroy_comm(comm.get()));
   }
 }
 

@@ -9,17 +9,14 @@
 #include <cstddef>
 #include <string>
 
-namespace accel_cuda {
+#include "cuda_error.h"
 
-using accel::kit::check_collective_args;
-using accel::kit::check_count;
-using accel::kit::check_create_args;
-using accel::kit::check_rank_field;
-using accel::kit::check_same_dtype;
+namespace accel_cuda {
 
 // The kit's check_buffer for a buffer named args-><field> on `device`, then that its
 // memory is memory NCCL can reach (device, managed or registered host memory; not
-// plain host memory, which NCCL does not check and its kernel would fault on).
+// plain host memory, which NCCL does not check and its kernel would fault on). The
+// kit's other checks are used as they are.
 accel_error* check_device_buffer(const accel_buffer& buffer, const char* field, int32_t device);
 
 // NCCL's type for dtype (BOOL travels as uint8).

@@ -11,14 +11,9 @@
 
 namespace accel_cuda {
 
-using accel::kit::copy_error;
-using accel::kit::error_code;
-using accel::kit::error_destroy;
-using accel::kit::error_message;
-using accel::kit::guarded;
-using accel::kit::invalid;
-using accel::kit::make_error;
-using accel::kit::with_call;
+// Built on the plugin kit: its names are this plugin's (a name declared here hides
+// the kit's).
+using namespace accel::kit;  // NOLINT(google-build-using-namespace)
 
 // An error for a failed CUDA runtime call: "<call>: <api> failed: <name>: <text>",
 // with the status CUDA's code means (out of memory, no device, bad argument...).

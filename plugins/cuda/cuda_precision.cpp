@@ -33,19 +33,6 @@ const char* keep_reason(int32_t device, accel_dtype dtype, std::string reason) {
       .first->second.c_str();
 }
 
-accel_error* check_query(accel_precision_query* query) {
-  if (query == nullptr || query->struct_size < ACCEL_PRECISION_QUERY_STRUCT_SIZE) {
-    return make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                      "precision_query: query is NULL or smaller than its 1.0 size");
-  }
-  if (query->dtype != ACCEL_DTYPE_F16 && query->dtype != ACCEL_DTYPE_BF16) {
-    return make_error(
-        ACCEL_STATUS_INVALID_ARGUMENT,
-        "precision_query: dtype must be F16 or BF16, got " + std::to_string(int(query->dtype)));
-  }
-  return nullptr;
-}
-
 // "compute capability 7.0 (Tesla V100-SXM2-16GB)"
 std::string capability_text(int major, int minor, int32_t device) {
   std::string name;
@@ -80,7 +67,7 @@ void answer(accel_precision_query* query, int major, int minor) {
 // No init needed: reads the device's capability attributes, which make no context.
 accel_error* precision_query(accel_precision_query* query) {
   return guarded("precision_query", [&]() -> accel_error* {
-    if (accel_error* error = check_query(query)) return error;
+    if (accel_error* error = accel::kit::check_precision_query(query)) return error;
     const Availability& probe = availability();
     if (!probe.available) {
       // Not an error: the core asks before choosing a precision, and "no" with the

@@ -59,21 +59,13 @@ namespace {
 // Live streams and events, so shutdown can free what the host left and a collective
 // can hold a stream past stream_destroy. Built on first use, never at load.
 struct Registry {
-  std::mutex mutex;
-  std::unordered_map<accel_stream*, std::shared_ptr<accel_stream>> streams;
-  std::unordered_map<accel_event*, std::unique_ptr<accel_event>> events;
+  accel::kit::HandleRegistry<accel_stream> streams;
+  accel::kit::HandleRegistry<accel_event> events;
 };
 
 ShutdownOwned<Registry> g_registry;  // freed by streams_shutdown
 
 Registry& registry() { return g_registry.get(); }
-
-accel_stream* register_stream(std::shared_ptr<accel_stream> stream) {
-  accel_stream* handle = stream.get();
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  registry().streams.emplace(handle, std::move(stream));
-  return handle;
-}
 
 accel_error* invalid(const char* call, const std::string& what) {
   return make_error(ACCEL_STATUS_INVALID_ARGUMENT, std::string(call) + ": " + what);
@@ -123,9 +115,7 @@ accel_error* query_result(const char* call, const char* api, cudaError_t result,
 // -------------------------------------------------------------- internal API
 
 std::shared_ptr<accel_stream> stream_share(accel_stream* stream) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  auto found = registry().streams.find(stream);
-  return found == registry().streams.end() ? nullptr : found->second;
+  return registry().streams.find(stream);
 }
 
 cudaStream_t stream_native(const accel_stream& stream) { return stream.native; }
@@ -145,13 +135,13 @@ void stream_fail(accel_stream& stream, accel_error* error) {
 void streams_shutdown() {
   const std::unique_ptr<Registry> live(g_registry.release());
   if (!live) return;
-  for (auto& entry : live->streams) {
+  for (const auto& stream : live->streams.take_all()) {
     DeviceGuard guard;
-    if (accel_error* error = guard.enter("shutdown", entry.second->device)) {
+    if (accel_error* error = guard.enter("shutdown", stream->device)) {
       error_destroy(error);
       continue;
     }
-    (void)cudaStreamSynchronize(entry.second->native);
+    (void)cudaStreamSynchronize(stream->native);
   }
   (void)cudaGetLastError();
 }  // streams and events are freed here; pending host calls keep their own stream
@@ -171,7 +161,7 @@ accel_error* stream_create(int32_t device, accel_stream** stream) {
       return error;
     }
     created->owned = true;
-    *stream = register_stream(std::move(created));
+    *stream = registry().streams.add(std::move(created));
     return nullptr;
   });
 }
@@ -181,15 +171,9 @@ accel_error* stream_create(int32_t device, accel_stream** stream) {
 accel_error* stream_destroy(accel_stream* stream) {
   return guarded("stream_destroy", [&]() -> accel_error* {
     if (stream == nullptr) return nullptr;
-    std::shared_ptr<accel_stream> owned;
-    {
-      std::lock_guard<std::mutex> lock(registry().mutex);
-      auto found = registry().streams.find(stream);
-      if (found == registry().streams.end()) {
-        return invalid("stream_destroy", "unknown stream (destroyed twice, or after shutdown?)");
-      }
-      owned = std::move(found->second);
-      registry().streams.erase(found);
+    const std::shared_ptr<accel_stream> owned = registry().streams.take(stream);
+    if (!owned) {
+      return invalid("stream_destroy", "unknown stream (destroyed twice, or after shutdown?)");
     }
     DeviceGuard guard;
     if (accel_error* error = guard.enter("stream_destroy", owned->device)) return error;
@@ -206,7 +190,7 @@ accel_error* stream_wrap_native(int32_t device, void* native_stream, accel_strea
     auto wrapper = std::make_shared<accel_stream>();
     wrapper->device = device;
     wrapper->native = static_cast<cudaStream_t>(native_stream);
-    *stream = register_stream(std::move(wrapper));
+    *stream = registry().streams.add(std::move(wrapper));
     return nullptr;
   });
 }
@@ -279,7 +263,7 @@ accel_error* event_create(int32_t device, uint32_t flags, accel_event** event) {
     }
     DeviceGuard guard;
     if (accel_error* error = guard.enter("event_create", device)) return error;
-    auto created = std::make_unique<accel_event>();
+    auto created = std::make_shared<accel_event>();
     created->device = device;
     created->flags = flags;
     // Timing costs a timestamp per record; events that only order work go without.
@@ -289,21 +273,14 @@ accel_error* event_create(int32_t device, uint32_t flags, accel_event** event) {
                                         cudaEventCreateWithFlags(&created->native, cuda_flags))) {
       return error;
     }
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    *event = created.get();
-    registry().events.emplace(*event, std::move(created));
+    *event = registry().events.add(std::move(created));
     return nullptr;
   });
 }
 
 accel_error* event_destroy(accel_event* event) {
   return guarded("event_destroy", [&]() -> accel_error* {
-    if (event == nullptr) return nullptr;
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    if (registry().events.erase(event) == 0) {
-      return invalid("event_destroy", "unknown event (destroyed twice, or after shutdown?)");
-    }
-    return nullptr;
+    return registry().events.drop(event, "event_destroy", "event");
   });
 }
 

@@ -275,11 +275,30 @@ class HandleRegistry {
     handles_.erase(it);
     return owner;
   }
+  // The body of a destroy entry named `call` for a handle of kind `what` ("event"):
+  // NULL does nothing (backend.h: "NULL is a no-op"); a handle that is not
+  // live is INVALID_ARGUMENT; a live one is removed, and freed once no operation
+  // still holds it.
+  accel_error* drop(T* handle, const char* call, const char* what) {
+    if (handle == nullptr) return nullptr;
+    if (take(handle)) return nullptr;
+    return invalid(std::string(call) + ": unknown " + what +
+                   " (destroyed twice, or after shutdown?)");
+  }
   // A shared owner of handle, or empty if it is not live.
   std::shared_ptr<T> find(T* handle) const {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = handles_.find(handle);
     return it == handles_.end() ? nullptr : it->second;
+  }
+  // A shared owner of every live handle, which stay registered (for a shutdown that
+  // destroys each through the table's own destroy entry).
+  std::vector<std::shared_ptr<T>> all() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::shared_ptr<T>> all;
+    all.reserve(handles_.size());
+    for (const auto& entry : handles_) all.push_back(entry.second);
+    return all;
   }
   // Every live handle, removed from the registry: what shutdown frees.
   std::vector<std::shared_ptr<T>> take_all() {
@@ -464,6 +483,22 @@ inline accel_error* check_rank_field(const char* field, int32_t value, int32_t w
   if (value >= 0 && value < world) return nullptr;
   return invalid(std::string("args->") + field + " is " + std::to_string(value) + ", outside 0.." +
                  std::to_string(world - 1));
+}
+
+// ------------------------------------------------------------------ precision
+
+// The query of precision_query: non-NULL, at least its 1.0 size, and asking about F16
+// or BF16 (the only dtypes mixed precision uses). The device index is the plugin's
+// to check.
+inline accel_error* check_precision_query(const accel_precision_query* query) {
+  if (query == nullptr || query->struct_size < ACCEL_PRECISION_QUERY_STRUCT_SIZE) {
+    return invalid("precision_query: query is NULL or smaller than its 1.0 size");
+  }
+  if (query->dtype != ACCEL_DTYPE_F16 && query->dtype != ACCEL_DTYPE_BF16) {
+    return invalid("precision_query: dtype must be F16 or BF16, got " +
+                   std::to_string(static_cast<int>(query->dtype)));
+  }
+  return nullptr;
 }
 
 }  // namespace accel::kit
