@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 
+#include "accel/amp_check.hpp"
 #include "accel/config_layers.hpp"
 #include "accel/run_config.hpp"
 #include "cli_common.hpp"
@@ -305,34 +306,25 @@ void ask_devices(Questionnaire& q, RunConfig& config, const accel::Plugin& plugi
           });
 }
 
-// Offers what the plugin says it supports on the first device used; the others are
-// listed with the plugin's reason, and choosing one is re-asked with that reason.
+// Offers exactly the modes the launcher's gate (accel::amp::is_supported) accepts on
+// the first device used, so the file written is one the launcher runs; the others are
+// listed with the gate's reason, and choosing one is re-asked with that reason.
 void ask_precision(Questionnaire& q, RunConfig& config, const accel::Plugin& plugin) {
   const int32_t device = config.gpu_ids.empty() ? 0 : config.gpu_ids.front();
   std::map<std::string, std::string> declined;
   std::vector<std::string> offered = {"no"};
   std::string listing = "Mixed precision on " + plugin.name() + ":\n  no    full precision\n";
-  const std::pair<const char*, accel_dtype> kinds[] = {{"fp16", ACCEL_DTYPE_F16},
-                                                       {"bf16", ACCEL_DTYPE_BF16}};
-  for (const auto& [choice, dtype] : kinds) {
-    accel::PrecisionSupport support;
-    try {
-      support = plugin.precision_support(device, dtype);
-    } catch (const accel::BackendError& e) {
-      support.autocast_reason = e.what();
-    }
-    if (!support.autocast_supported) {
-      declined[choice] =
-          support.autocast_reason.empty() ? "the plugin gives no reason" : support.autocast_reason;
-      listing += std::string("  ") + choice + "  not supported: " + declined[choice] + "\n";
+  for (const accel::amp::PrecisionMode& row : accel::amp::kPrecisionModes) {
+    if (row.mode == accel::MixedPrecision::kNo) continue;
+    const std::string choice(accel::to_string(row.mode));
+    std::string reason;
+    if (!accel::amp::is_supported(plugin, device, row.mode, &reason)) {
+      declined[choice] = reason;
+      listing += "  " + choice + "  not supported: " + reason + "\n";
       continue;
     }
     offered.emplace_back(choice);
-    listing += std::string("  ") + choice + "  supported" +
-               (support.grad_scaling_supported
-                    ? ""
-                    : " (without gradient scaling: " + support.grad_scaling_reason + ")") +
-               "\n";
+    listing += "  " + choice + "  supported\n";
   }
   q.say(listing);
   ask_key(q, config, "Which mixed precision (" + join(offered) + ")?", "mixed_precision", "no",

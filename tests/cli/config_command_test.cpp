@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "accel/amp_check.hpp"
 #include "accel/config_layers.hpp"
 #include "accel/plugin_registry.hpp"
 #include "accel/run_config.hpp"
@@ -278,6 +279,48 @@ TEST_F(ConfigCommand, AcceleratorFixtureDevicesAndPrecision) {
   expected.mixed_precision = accel::MixedPrecision::kFp16;
   expected.plugin_dirs = {kAccelerators};
   EXPECT_EQ(accel::load_config(file), expected) << read_text(file);
+}
+
+// The questionnaire and the launcher apply one gate (accel::amp::is_supported): for
+// each backend, the modes offered are exactly the gate's supported_modes, so no answer
+// writes a config the launcher refuses. noscaling is the case that once differed: fp16
+// autocast without gradient scaling was offered, and the launcher refused the file.
+TEST_F(ConfigCommand, TheQuestionnaireOffersExactlyWhatTheLauncherAccepts) {
+  accel::SearchOptions search;
+  search.use_environment = false;
+  search.cli_dirs = {kAccelerators};
+  const accel::PluginRegistry registry = accel::PluginRegistry::discover(search);
+  for (const char* backend : {"fakegpu", "noscaling"}) {
+    SCOPED_TRACE(backend);
+    const fs::path file = root_ / (std::string(backend) + ".toml");
+    // backend, machines, processes, devices, then the mode the gate refuses (re-asked)
+    // and the one it accepts, gradient accumulation, no backend options.
+    const bool noscaling = std::string(backend) == "noscaling";
+    const CliRun run =
+        accelrun("config " + kWithFixtures + " --config_file '" + file.string() + "'",
+                 std::string(backend) + "\n1\n2\n0,1\n" +
+                     (noscaling ? "fp16\nbf16\n" : "bf16\nfp16\n") + "1\nn\n");
+    ASSERT_EQ(run.exit_code, 0) << run.out;
+    const auto plugin = registry.require(backend);
+    std::string offered;
+    for (accel::MixedPrecision mode : accel::amp::supported_modes(*plugin, 0))
+      if (mode != accel::MixedPrecision::kNo) offered += ", " + std::string(accel::to_string(mode));
+    EXPECT_TRUE(contains(run.out, "Which mixed precision (no" + offered + ")? [no]: ")) << run.out;
+    const accel::RunConfig written = accel::load_config(file);
+    EXPECT_NO_THROW(accel::amp::check_supported(*plugin, 0, written.mixed_precision))
+        << read_text(file);
+    if (noscaling) {
+      EXPECT_EQ(offered, ", bf16");
+      EXPECT_TRUE(contains(run.out,
+                           "  fp16  not supported: fp16 needs gradient scaling, which this "
+                           "backend cannot do: fixture: no loss scaling kernels"))
+          << run.out;
+      EXPECT_EQ(written.mixed_precision, accel::MixedPrecision::kBf16) << read_text(file);
+    } else {
+      EXPECT_EQ(offered, ", fp16");
+      EXPECT_EQ(written.mixed_precision, accel::MixedPrecision::kFp16) << read_text(file);
+    }
+  }
 }
 
 // ------------------------------------------------------------- Overwriting

@@ -45,6 +45,31 @@ class PrecisionError : public Error {
 
 namespace amp {
 
+// The precision policy, in one table: for each mode, the dtype autocast computes in
+// (what the plugin's precision_query is asked about, and what LibTorch autocasts to)
+// and whether training in it needs a loss scaler (fp16 gradients underflow without
+// one). The gate below, the launcher, the Accelerator and `accelrun config` all read
+// it; a new mode is a new row.
+struct PrecisionMode {
+  MixedPrecision mode;
+  accel_dtype dtype;        // ACCEL_DTYPE_F32 for kNo: no autocast
+  bool needs_grad_scaling;  // also: the Accelerator makes a GradScaler for it
+};
+
+// Every mode, kNo first, then the mixed ones in the order they are offered.
+inline constexpr PrecisionMode kPrecisionModes[] = {
+    {MixedPrecision::kNo, ACCEL_DTYPE_F32, false},
+    {MixedPrecision::kFp16, ACCEL_DTYPE_F16, true},
+    {MixedPrecision::kBf16, ACCEL_DTYPE_BF16, false},
+};
+
+// The row of `mode` (every enumerator has one).
+constexpr const PrecisionMode& precision_mode(MixedPrecision mode) {
+  for (const PrecisionMode& row : kPrecisionModes)
+    if (row.mode == mode) return row;
+  return kPrecisionModes[0];
+}
+
 // Whether `mode` works on `device` of `plugin`: kNo always; bf16 when the plugin
 // supports bf16 autocast; fp16 when it supports fp16 autocast AND gradient scaling
 // (fp16 without a loss scaler underflows its gradients, so it is refused too). Asks the
@@ -52,7 +77,8 @@ namespace amp {
 bool is_supported(const Plugin& plugin, int device, MixedPrecision mode,
                   std::string* reason = nullptr);
 
-// The modes that work on `device`, in the order fp16, bf16, no (kNo is always last).
+// The modes that work on `device`, in the table's order with kNo moved last (it always
+// works): fp16, bf16, no.
 std::vector<MixedPrecision> supported_modes(const Plugin& plugin, int device);
 
 // Returns when `mode` works on `device`; otherwise throws PrecisionError (see above).

@@ -179,16 +179,17 @@ at::ScalarType autocast_dtype(c10::DeviceType device_type) {
   return get_dtype(device_type);
 }
 
+// The mode's dtype comes from the precision table (amp_check.hpp); only its LibTorch
+// spelling is here.
 at::ScalarType to_scalar_type(MixedPrecision mode) {
-  switch (mode) {
-    case MixedPrecision::kFp16:
+  switch (precision_mode(mode).dtype) {
+    case ACCEL_DTYPE_F16:
       return at::kHalf;
-    case MixedPrecision::kBf16:
+    case ACCEL_DTYPE_BF16:
       return at::kBFloat16;
-    case MixedPrecision::kNo:
-      break;
+    default:
+      return at::kFloat;
   }
-  return at::kFloat;
 }
 
 // ------------------------------------------------------------ To fp32

@@ -47,7 +47,7 @@ std::shared_ptr<AcceleratorState> make_state(std::shared_ptr<DistributedContext>
   if (state->mixed_precision != MixedPrecision::kNo) {
     amp::check_supported(*context->plugin(), context->device(), state->mixed_precision);
   }
-  if (state->mixed_precision == MixedPrecision::kFp16) {
+  if (amp::precision_mode(state->mixed_precision).needs_grad_scaling) {
     state->scaler =
         std::make_unique<amp::GradScaler>(amp::GradScalerOptions{}, context->communicator());
     amp::GradScaler* scaler = state->scaler.get();

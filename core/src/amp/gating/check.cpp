@@ -24,9 +24,8 @@ namespace {
 // The plugin's answer, with a failing query (a bad device index, a plugin error) taken
 // as "not supported" and its message as the reason.
 PrecisionSupport ask(const Plugin& plugin, int device, MixedPrecision mode) {
-  const accel_dtype dtype = mode == MixedPrecision::kFp16 ? ACCEL_DTYPE_F16 : ACCEL_DTYPE_BF16;
   try {
-    return plugin.precision_support(device, dtype);
+    return plugin.precision_support(device, precision_mode(mode).dtype);
   } catch (const BackendError& e) {
     const std::string why = "the plugin's precision_query failed: " + e.message();
     return {false, why, false, why};
@@ -45,9 +44,9 @@ bool is_supported(const Plugin& plugin, int device, MixedPrecision mode, std::st
   std::string why;
   if (!support.autocast_supported) {
     why = or_unknown(support.autocast_reason);
-  } else if (mode == MixedPrecision::kFp16 && !support.grad_scaling_supported) {
+  } else if (precision_mode(mode).needs_grad_scaling && !support.grad_scaling_supported) {
     // fp16 gradients underflow without a loss scaler: autocast alone is not enough.
-    why = "fp16 needs gradient scaling, which this backend cannot do: " +
+    why = std::string(to_string(mode)) + " needs gradient scaling, which this backend cannot do: " +
           or_unknown(support.grad_scaling_reason);
   }
   if (reason != nullptr) *reason = why;
@@ -56,8 +55,9 @@ bool is_supported(const Plugin& plugin, int device, MixedPrecision mode, std::st
 
 std::vector<MixedPrecision> supported_modes(const Plugin& plugin, int device) {
   std::vector<MixedPrecision> modes;
-  for (MixedPrecision mode : {MixedPrecision::kFp16, MixedPrecision::kBf16})
-    if (is_supported(plugin, device, mode)) modes.push_back(mode);
+  for (const PrecisionMode& row : kPrecisionModes)
+    if (row.mode != MixedPrecision::kNo && is_supported(plugin, device, row.mode))
+      modes.push_back(row.mode);
   modes.push_back(MixedPrecision::kNo);
   return modes;
 }
