@@ -320,11 +320,11 @@ void ask_precision(Questionnaire& q, RunConfig& config, const accel::Plugin& plu
     std::string reason;
     if (!accel::amp::is_supported(plugin, device, row.mode, &reason)) {
       declined[choice] = reason;
-      listing += "  " + choice + "  not supported: " + reason + "\n";
+      listing.append("  ").append(choice).append("  not supported: ").append(reason).append("\n");
       continue;
     }
     offered.emplace_back(choice);
-    listing += "  " + choice + "  supported\n";
+    listing.append("  ").append(choice).append("  supported\n");
   }
   q.say(listing);
   ask_key(q, config, "Which mixed precision (" + join(offered) + ")?", "mixed_precision", "no",
