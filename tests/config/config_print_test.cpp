@@ -177,6 +177,7 @@ TEST(ConfigSchema, EveryKeyHasItsRowAndAccelVariable) {
                                              "main_training_function",
                                              "max_restarts",
                                              "monitor_interval",
+                                             "collective_timeout",
                                              "plugin_dirs",
                                              "log_level",
                                              "gradient_accumulation_steps",

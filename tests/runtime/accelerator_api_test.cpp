@@ -206,4 +206,21 @@ TEST(AcceleratorTrackers, MainProcessWritesTheFiles) {
   fs::remove_all(dir);
 }
 
+// Refused before any plugin is loaded or any store is reached, in this process.
+TEST(AcceleratorOptions, NonPositiveCollectiveTimeoutIsRefused) {
+  for (const auto timeout : {std::chrono::milliseconds(0), std::chrono::milliseconds(-5)}) {
+    accel::AcceleratorOptions options;
+    options.collective_timeout = timeout;
+    try {
+      accel::Accelerator accelerator(options);
+      ADD_FAILURE() << "an Accelerator with collective_timeout " << timeout.count()
+                    << " ms was made";
+    } catch (const accel::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("collective_timeout must be positive"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace

@@ -461,6 +461,48 @@ TEST(AcceleratorCollectives, ReduceBroadcastPadGatherWait) {
   fs::remove_all(dir);
 }
 
+// The timeout comes from the run config (accelrun --collective_timeout), reaches the
+// communicator through the default constructor, and the failure names what the program
+// called: rank 1 never joins rank 0's first all_reduce.
+TEST(AcceleratorCollectives, CollectiveTimeoutComesFromTheConfigAndNamesTheOperation) {
+  const fs::path marker =
+      fs::temp_directory_path() / ("accel_timeout_test_" + std::to_string(::getpid()));
+  fs::remove(marker);
+  accel::LaunchOptions options = cpu_options(2);
+  options.config.collective_timeout = 2;
+  const accel::LaunchResult result = accel::launch(
+      [marker] {
+        return worker([marker] {
+          accel::Accelerator accelerator;  // from the environment, as a program does
+          WCHECK(accelerator.context().options().timeout == std::chrono::seconds(2),
+                 "timeout %lld ms",
+                 static_cast<long long>(accelerator.context().options().timeout.count()));
+          if (accelerator.process_index() == 1) {
+            // Stay connected, so rank 0 times out rather than losing a peer; bounded.
+            for (int i = 0; i < 600 && !fs::exists(marker); ++i)
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            WCHECK(fs::exists(marker), "rank 0 never reported its timeout");
+            return;
+          }
+          try {
+            accelerator.reduce(torch::ones({4}));
+            WCHECK(false, "all_reduce without its peer returned");
+          } catch (const accel::BackendError& e) {
+            const std::string what = e.what();
+            WCHECK(e.code() == ACCEL_STATUS_TIMEOUT, "code %d: %s", static_cast<int>(e.code()),
+                   e.what());
+            WCHECK(what.find("all_reduce (its peer check)") != std::string::npos,
+                   "message does not name the program's operation: %s", e.what());
+          }
+          std::ofstream(marker) << "x";
+        });
+      },
+      options);
+  fs::remove(marker);
+  EXPECT_EQ(result.exit_code, 0) << result.report;
+  EXPECT_EQ(result.failed_rank, -1) << result.report;
+}
+
 // ------------------------------------------------------------- single process
 
 TEST(AcceleratorSingleProcess, ZRunsWithoutCommunicator) {

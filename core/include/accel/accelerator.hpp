@@ -44,6 +44,7 @@
 #include <c10/core/Device.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -111,6 +112,12 @@ struct AcceleratorOptions {
   // Prepared schedulers step only when the optimizer stepped, num_processes times
   // (once with split_batches), as Accelerate's AcceleratedScheduler does.
   bool step_scheduler_with_optimizer = true;
+  // How long a collective waits for the other ranks before it fails with TIMEOUT
+  // (Accelerate's InitProcessGroupKwargs(timeout=...)). Unset: the run config's
+  // collective_timeout (accelrun --collective_timeout, ACCEL_COLLECTIVE_TIMEOUT; 30
+  // minutes). Must be positive (UsageError). Read only by the constructor that builds its
+  // own DistributedContext; a context passed in keeps its DistributedOptions::timeout.
+  std::optional<std::chrono::milliseconds> collective_timeout;
 
   // Checkpoints (Accelerate's ProjectConfiguration). Unset: the run config's value.
   // Where save_state() without a directory writes: project_dir/checkpoints/checkpoint_<n>

@@ -52,7 +52,8 @@ struct RunConfig {
   bool same_network = true;
   std::string main_training_function = "accel_main";  // entry symbol of train.so
   int max_restarts = 0;
-  double monitor_interval = 0.1;  // seconds between checks of the workers
+  double monitor_interval = 0.1;     // seconds between checks of the workers
+  double collective_timeout = 1800;  // seconds a collective waits for its peers
   std::vector<std::string> plugin_dirs;
   LogLevel log_level = LogLevel::kInfo;
   int gradient_accumulation_steps = 1;

@@ -162,7 +162,7 @@ struct Communicator::Impl {
   bool checked_once = false;
 
   void check_tensor(const char* op, const char* role, const at::Tensor& t) const;
-  Work enqueue(const char* op, std::vector<at::Tensor> keep, accel_collective_args args,
+  Work enqueue(std::string op, std::vector<at::Tensor> keep, accel_collective_args args,
                void (Comm::*fn)(const accel_collective_args&),
                std::function<void()> on_success = {});
   void check_peers(const char* op, accel_dtype dtype, int64_t send_count, int64_t recv_count,
@@ -241,7 +241,9 @@ void Communicator::Impl::check_peers(const char* op, accel_dtype dtype, int64_t 
   accel_collective_args args{};
   args.send = buffer_of(send, options.device);
   args.recv = buffer_of(all, options.device);
-  enqueue("peer check", {send, all}, args, &Comm::all_gather).wait();
+  // A timeout here is the program's collective timing out (a peer never called it):
+  // name that operation, not the internal all_gather.
+  enqueue(std::string(op) + " (its peer check)", {send, all}, args, &Comm::all_gather).wait();
   const at::Tensor host = all.cpu();
   const int64_t* s = host.data_ptr<int64_t>();
   for (int64_t r = 0; r < world; ++r) {
@@ -256,13 +258,13 @@ void Communicator::Impl::check_peers(const char* op, accel_dtype dtype, int64_t 
   }
 }
 
-Work Communicator::Impl::enqueue(const char* op, std::vector<at::Tensor> keep,
+Work Communicator::Impl::enqueue(std::string op, std::vector<at::Tensor> keep,
                                  accel_collective_args args,
                                  void (Comm::*fn)(const accel_collective_args&),
                                  std::function<void()> on_success) {
   auto state = std::make_shared<Work::State>();
   state->plugin = plugin->name();
-  state->operation = op;
+  state->operation = std::move(op);
   state->on_success = std::move(on_success);
   // Events on one stream complete in order: release what the finished operations held.
   // A failing query leaves them held; the failure reaches the caller through wait().

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <stdexcept>
 #include <thread>
@@ -158,6 +159,8 @@ DistributedOptions DistributedContext::options_from_environment(const Environmen
   options.restart_count = worker.restart_count;
   options.run_id = worker.run_id;
   options.check_peers = config.log_level <= LogLevel::kDebug;
+  options.timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(std::llround(config.collective_timeout * 1000.0)));
   if (config_out) *config_out = std::move(worker.config);
   return options;
 }

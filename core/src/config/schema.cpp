@@ -153,6 +153,14 @@ static std::vector<KeySpec> make_schema() {
       {"ACCEL_MONITOR_INTERVAL"}, nullptr,
       [](RunConfig& c, const Value& v) { c.monitor_interval = as<double>(v); },
       [](const RunConfig& c) -> Value { return c.monitor_interval; }});
+  rows.push_back({"collective_timeout", Kind::kFloat, {}, 1, 604800,
+      "Seconds a collective (or the rendezvous of the communicator) may wait for the other "
+      "ranks before it fails with TIMEOUT naming the operation; Accelerate's "
+      "InitProcessGroupKwargs(timeout=...). AcceleratorOptions::collective_timeout "
+      "overrides it.",
+      "--collective_timeout", {"ACCEL_COLLECTIVE_TIMEOUT"}, nullptr,
+      [](RunConfig& c, const Value& v) { c.collective_timeout = as<double>(v); },
+      [](const RunConfig& c) -> Value { return c.collective_timeout; }});
   rows.push_back({"plugin_dirs", Kind::kStringList, {}, 0, 0,
       "Extra directories searched for backend plugins, before the installed ones. In the "
       "environment: a ':'-separated list, or a TOML array. --plugin-dir adds to them and is "

@@ -68,13 +68,29 @@ std::shared_ptr<AcceleratorState> make_state(std::shared_ptr<DistributedContext>
   return state;
 }
 
+// The worker's context, with the options that must be known before the communicator is
+// made (its timeout is fixed at creation).
+std::shared_ptr<DistributedContext> context_from_environment(const AcceleratorOptions& options) {
+  RunConfig config;
+  DistributedOptions distributed =
+      DistributedContext::options_from_environment(current_environment(), &config);
+  if (options.collective_timeout) {
+    if (options.collective_timeout->count() <= 0) {
+      throw UsageError("Accelerator: collective_timeout must be positive (got " +
+                       std::to_string(options.collective_timeout->count()) +
+                       " ms); leave it unset for the run config's collective_timeout");
+    }
+    distributed.timeout = *options.collective_timeout;
+  }
+  return std::make_shared<DistributedContext>(std::move(distributed), std::move(config));
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ construction
 
 Accelerator::Accelerator(AcceleratorOptions options)
-    : Accelerator(std::make_shared<DistributedContext>(DistributedContext::from_environment()),
-                  std::move(options)) {}
+    : Accelerator(context_from_environment(options), std::move(options)) {}
 
 Accelerator::Accelerator(std::shared_ptr<DistributedContext> context, AcceleratorOptions options)
     : state_(make_state(std::move(context), std::move(options))) {
