@@ -22,7 +22,7 @@ accel_error* init(const accel_init_args* args) {
   return guarded("init", [&]() -> accel_error* {
     if (accel_error* error = g_state.begin_init()) return error;
     // The config's [backend_options] reach init and comm_create alike; the CPU's are
-    // all communicator options (cpu_comm.cpp).
+    // all communicator options (cpu_comm_create.cpp).
     g_state.warn_unknown_options(args, is_comm_option);
     log(ACCEL_LOG_DEBUG, "cpu: initialised");
     return nullptr;

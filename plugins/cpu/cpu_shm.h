@@ -11,7 +11,7 @@
 // other slots, so a slow rank still copying out is never overwritten.
 //
 // Calls on one ShmAllReduce must come in the same order on every rank, one at a time
-// (cpu_comm.cpp serialises them with a ticket taken on the caller's thread).
+// (cpu_comm_ops.cpp serialises them with a ticket taken on the caller's thread).
 #pragma once
 
 #include <gloo/rendezvous/store.h>

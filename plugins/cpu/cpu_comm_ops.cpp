@@ -1,178 +1,37 @@
-// Collectives of the CPU plugin on gloo's TCP transport.
-//
-// A communicator is one gloo context (a full mesh of TCP pairs) built through the
-// host's key-value store. Each operation validates its arguments on the caller's
-// thread, takes the next tag (so every rank numbers its operations alike), and runs
-// on the caller's stream through stream_enqueue. gloo reports failures as
-// exceptions; run_op turns them into TIMEOUT, ABORTED or UNAVAILABLE errors that
-// name the operation, the timeout and the rank.
-//
-// Abort: gloo has no public call that fails the operations blocked on a context
-// (tcp::Pair::close() closes the socket but wakes no waiter, and the call that
-// does, Pair::signalExceptionExternal, is protected, in tcp/pair.h, which does
-// not compile against Debian's libgloo-dev: it lacks gloo/common/memory.h). What
-// does wake them is a broken connection: when a
-// pair's socket reads EOF, gloo's event loop fails every pending operation of
-// that pair with an IoException and closes the socket. So comm_create records the
-// sockets of its pairs (the sockets new since before connectFullMesh whose local
-// address is a pair's address), and comm_abort shuts their reading side down:
-// each pair then reads EOF, waiters wake with an IoException (mapped to ABORTED
-// because the abort flag is set), and gloo's close tells the peers, whose
-// operations fail too (UNAVAILABLE). shutdown, never close: gloo still owns each
-// fd. SHUT_RD, not SHUT_RDWR: a gloo write after SHUT_WR would raise SIGPIPE,
-// which kills a process that does not ignore it. A recorded fd may have been
-// closed by gloo and its number reused, so abort works on a dup of it and only
-// when the dup is still the recorded socket (same inode).
-#include "cpu_comm.h"
-
-#include <dirent.h>
-#include <fcntl.h>
+// The CPU plugin's collective operations on a communicator: each validates its arguments
+// on the caller's thread, takes the next tag, and runs on the caller's stream
+// (stream_enqueue); gloo's exceptions become TIMEOUT, ABORTED or UNAVAILABLE errors that
+// name the operation, the timeout and the rank. A failure breaks the communicator for
+// every later operation (gloo leaves the mesh closed).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/tcp/address.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "cpu_comm_store.h"
-#include "cpu_plugin.h"
+#include "cpu_comm.h"
+#include "cpu_comm_internal.h"
 #include "cpu_reduce.h"
-#include "cpu_shm.h"
 #include "cpu_stream.h"
 
 namespace accel_cpu {
-
-// A socket this process holds: its fd number and its inode (unique while it lives).
-struct SocketId {
-  int fd;
-  ino_t inode;
-};
-
 namespace {
 
-// The sockets open in this process now, from /proc/self/fd.
-std::vector<SocketId> open_sockets() {
-  std::vector<SocketId> sockets;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return sockets;
-  while (const dirent* entry = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    struct stat st {};
-    if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    if (fstat(static_cast<int>(fd), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      sockets.push_back({static_cast<int>(fd), st.st_ino});
-    }
-  }
-  closedir(dir);
-  return sockets;
-}
-
-// Calls fn(own_fd) with a private dup of socket id, when id.fd still is that
-// socket: a dup holds the socket, so it cannot change under fn.
-template <class Fn>
-void with_socket(const SocketId& id, Fn fn) {
-  const int own = fcntl(id.fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return;
-  struct stat st {};
-  if (fstat(own, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == id.inode) fn(own);
-  ::close(own);
-}
-
-bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) {
-    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-    return x.sin6_port == y.sin6_port &&
-           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-  }
-  return false;
-}
-
-}  // namespace
-}  // namespace accel_cpu
-
-// The opaque handle of backend.h. Shared: operations queued on streams hold it, so
-// comm_destroy never has to wait on work stuck behind something else on a stream.
-struct accel_comm : std::enable_shared_from_this<accel_comm> {
-  int32_t rank = 0;
-  int32_t world = 1;
-  int64_t timeout_ms = 0;
-  gloo::AllreduceOptions::Algorithm algorithm = gloo::AllreduceOptions::Algorithm::UNSPECIFIED;
-  std::unique_ptr<accel_cpu::KvStore> store;
-  std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
-  std::vector<accel_cpu::SocketId> sockets;  // of the pairs; see the top of the file
-  std::atomic<bool> aborted{false};
-  uint32_t next_tag = 0;  // taken on the caller's thread: calls are serialised
-  // all_reduce through shared memory when every rank is on this machine (cpu_shm.h);
-  // NULL: gloo. Its calls run in ticket order (taken with the tag), one at a time.
-  bool shm_wanted = true;
-  std::unique_ptr<accel_cpu::ShmAllReduce> shm;
-  uint64_t shm_next_ticket = 0;  // taken on the caller's thread
-
-  std::mutex mutex;                  // guards everything below
-  std::condition_variable finished;  // an operation finished, or shm_turn moved
-  int outstanding = 0;
-  uint64_t shm_turn = 0;  // the ticket whose shared-memory all_reduce may run now
-  accel_status_code failed_code = ACCEL_STATUS_OK;  // first failure of any operation
-  std::string failed_message;
-  accel_status_code async_code = ACCEL_STATUS_OK;  // first failure of stream work
-  std::string async_message;
-};
-
-namespace accel_cpu {
-namespace {
-
-using Clock = std::chrono::steady_clock;
 using Body = std::function<void(accel_comm* comm, uint32_t tag)>;
 
-constexpr int64_t kDefaultTimeoutMs = int64_t{30} * 60 * 1000;  // c10d's default
-constexpr uint8_t kP2PSlotPrefix = 0x40;                        // beyond gloo's own prefixes
+constexpr uint8_t kP2PSlotPrefix = 0x40;  // beyond gloo's own prefixes
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
-
-// Communicators created and not destroyed; freed by comms_shutdown.
-ShutdownOwned<HandleRegistry<accel_comm>> g_live_comms;
-HandleRegistry<accel_comm>& live_comms() { return g_live_comms.get(); }
-
-std::string where(const accel_comm* comm) {
-  return "(rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->world) + ")";
-}
-
-std::chrono::milliseconds timeout_of(const accel_comm* comm) {
-  return std::chrono::milliseconds(comm->timeout_ms);
-}
-
-bool contains(const std::string& text, const char* needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // ------------------------------------------------------------ running ops
 
@@ -374,201 +233,7 @@ accel_error* pick_reduction(const accel_collective_args* args, ReduceFn* fn) {
                  " is not supported for dtype " + dtype_name(args->send.dtype));
 }
 
-// ------------------------------------------------------------ comm_create
-
-constexpr const char* kOptionAlgorithm = "allreduce_algorithm";
-constexpr const char* kOptionSharedMemory = "shared_memory";
-
-// Options: allreduce_algorithm = ring | bcube (default: gloo's choice, ring), for
-// gloo's all_reduce; shared_memory = on | off (default on: all_reduce through shared
-// memory when every rank is on this machine; ACCEL_CPU_SHARED_MEMORY=0 also turns it off).
-accel_error* apply_options(const accel_comm_create_args* args, accel_comm* comm) {
-  comm->shm_wanted = !shared_memory_disabled_by_environment();
-  for (size_t i = 0; i < args->num_options; ++i) {
-    const accel_option& option = args->options[i];
-    if (option.key == nullptr || option.value == nullptr) continue;
-    const std::string value = option.value;
-    if (std::strcmp(option.key, kOptionSharedMemory) == 0) {
-      if (value != "on" && value != "off") {
-        return invalid("comm_create: option shared_memory is '" + value + "', expected on or off");
-      }
-      comm->shm_wanted = comm->shm_wanted && value == "on";
-      continue;
-    }
-    if (std::strcmp(option.key, kOptionAlgorithm) != 0) continue;
-    if (value == "ring") {
-      comm->algorithm = gloo::AllreduceOptions::Algorithm::RING;
-    } else if (value == "bcube") {
-      comm->algorithm = gloo::AllreduceOptions::Algorithm::BCUBE;
-    } else {
-      return invalid("comm_create: option allreduce_algorithm is '" + value +
-                     "', expected ring or bcube");
-    }
-  }
-  return nullptr;
-}
-
-std::string attr_text(const gloo::transport::tcp::attr& attr) {
-  return attr.iface.empty() ? attr.hostname : "interface " + attr.iface;
-}
-
-// The sockets of comm's pairs: open now, not in `before`, and bound to the local
-// address of one of the pairs (a connected pair's address is its socket's).
-std::vector<SocketId> pair_sockets(accel_comm* comm, const std::vector<SocketId>& before) {
-  std::vector<sockaddr_storage> addresses;
-  for (int peer = 0; peer < comm->world; ++peer) {
-    if (peer == comm->rank || !comm->context->getPair(peer)) continue;
-    const auto* address = dynamic_cast<const gloo::transport::tcp::Address*>(
-        &comm->context->getPair(peer)->address());
-    if (address != nullptr) addresses.push_back(address->getSockaddr());
-  }
-  std::vector<SocketId> found;
-  for (const SocketId& id : open_sockets()) {
-    bool old = false;
-    for (const SocketId& b : before) old = old || b.inode == id.inode;
-    if (old) continue;
-    with_socket(id, [&](int fd) {
-      sockaddr_storage local{};
-      socklen_t len = sizeof local;
-      if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
-      for (const auto& address : addresses) {
-        if (same_address(local, address)) {
-          found.push_back(id);
-          return;
-        }
-      }
-    });
-  }
-  if (found.size() != addresses.size()) {
-    log(ACCEL_LOG_WARN, "comm_create " + where(comm) + ": found " + std::to_string(found.size()) +
-                            " sockets for " + std::to_string(addresses.size()) +
-                            " gloo pairs; comm_abort may not wake operations blocked on "
-                            "the others before the timeout");
-  }
-  return found;
-}
-
-// Waits for comm's outstanding operations. Each is bounded by the timeout, so it
-// waits as long as one finishes within the timeout of the last (plus a grace);
-// when none does, or once comm is aborted, it aborts comm and waits at most
-// kAbortGrace more (an operation queued behind other stream work may not have
-// run by then). Returns whether none is outstanding.
-bool wait_for_outstanding(accel_comm* comm) {
-  constexpr auto kAbortGrace = std::chrono::seconds(2);
-  std::unique_lock<std::mutex> lock(comm->mutex);
-  while (comm->outstanding > 0 && !comm->aborted.load()) {
-    const int before = comm->outstanding;
-    const auto deadline = Clock::now() + timeout_of(comm) + kAbortGrace;
-    if (!comm->finished.wait_until(
-            lock, deadline, [&] { return comm->outstanding < before || comm->aborted.load(); })) {
-      break;  // stuck: no operation finished within the timeout
-    }
-  }
-  if (comm->outstanding == 0) return true;
-  lock.unlock();
-  if (accel_error* error = comm_abort(comm)) error_destroy(error);
-  lock.lock();
-  return comm->finished.wait_for(lock, kAbortGrace, [&] { return comm->outstanding == 0; });
-}
-
-// Builds the TCP device and the full mesh. Throws; comm_create translates.
-void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
-  const gloo::transport::tcp::attr attr = comm_bind_attr(args->bind_address);
-  try {
-    comm->device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    throw StoreError(ACCEL_STATUS_UNAVAILABLE, "cannot listen on " + attr_text(attr) +
-                                                   " for gloo's TCP transport: " + e.what());
-  }
-  comm->context = std::make_shared<gloo::rendezvous::Context>(comm->rank, comm->world);
-  comm->context->setTimeout(timeout_of(comm));
-  const std::vector<SocketId> before = open_sockets();
-  comm->context->connectFullMesh(*comm->store, comm->device);
-  comm->sockets = pair_sockets(comm, before);
-  if (comm->world > 1) {
-    std::string why;
-    comm->shm = ShmAllReduce::create(*comm->store, comm->rank, comm->world, comm->shm_wanted, &why);
-    if (!comm->shm && comm->rank == 0) {
-      log(ACCEL_LOG_INFO,
-          "comm_create " + where(comm) +
-              ": all_reduce runs over gloo's TCP transport, not shared memory: " + why);
-    }
-  }
-}
-
 }  // namespace
-
-bool is_comm_option(const char* key) {
-  return key != nullptr &&
-         (std::strcmp(key, kOptionAlgorithm) == 0 || std::strcmp(key, kOptionSharedMemory) == 0);
-}
-
-accel_error* comm_create(accel_comm_create_args* args) {
-  return guarded("comm_create", [&]() -> accel_error* {
-    if (accel_error* error = check_create_args(args)) return error;
-    auto comm = std::make_shared<accel_comm>();
-    comm->rank = args->rank;
-    comm->world = args->world_size;
-    comm->timeout_ms = args->timeout_ms > 0 ? args->timeout_ms : kDefaultTimeoutMs;
-    if (accel_error* error = apply_options(args, comm.get())) return error;
-    comm->store = std::make_unique<KvStore>(args->store, comm->timeout_ms);
-    try {
-      connect_mesh(comm.get(), args);
-    } catch (const StoreError& e) {
-      const bool timeout = e.code() == ACCEL_STATUS_TIMEOUT;
-      return make_error(e.code(), std::string("comm_create ") +
-                                      (timeout ? "timed out " : "failed ") + where(comm.get()) +
-                                      ": " + e.what());
-    } catch (const gloo::IoException& e) {
-      const std::string what = e.what();
-      const bool timeout = contains(what, "timeout") || contains(what, "Timed out");
-      return make_error(timeout ? ACCEL_STATUS_TIMEOUT : ACCEL_STATUS_UNAVAILABLE,
-                        std::string("comm_create ") +
-                            (timeout ? "timed out after " + std::to_string(comm->timeout_ms) +
-                                           " ms connecting to peers "
-                                     : std::string("failed connecting to peers ")) +
-                            where(comm.get()) + ": " + what);
-    } catch (const std::exception& e) {
-      return make_error(ACCEL_STATUS_UNAVAILABLE,
-                        "comm_create failed " + where(comm.get()) + ": " + e.what());
-    }
-    comm->store.reset();  // the host's store is not needed once the mesh is up
-    args->comm = live_comms().add(std::move(comm));
-    return nullptr;
-  });
-}
-
-accel_error* comm_destroy(accel_comm* comm) {
-  return guarded("comm_destroy", [&]() -> accel_error* {
-    if (comm == nullptr) return nullptr;
-    const std::shared_ptr<accel_comm> owner = live_comms().take(comm);
-    if (!owner) return invalid("comm_destroy: comm is not a live communicator");
-    if (!wait_for_outstanding(comm)) {
-      std::lock_guard<std::mutex> lock(comm->mutex);
-      log(ACCEL_LOG_WARN, "comm_destroy " + where(comm) + ": " + std::to_string(comm->outstanding) +
-                              " operations are still queued behind other work on their "
-                              "streams; they fail ABORTED when they run, and the communicator "
-                              "is freed after the last");
-    }
-    return nullptr;  // the last owner closes the pairs, then the device joins its loop
-  });
-}
-
-accel_error* comm_abort(accel_comm* comm) {
-  return guarded("comm_abort", [&]() -> accel_error* {
-    if (comm == nullptr) return invalid("comm_abort: comm is NULL");
-    if (comm->aborted.exchange(true)) return nullptr;  // idempotent
-    for (const SocketId& id : comm->sockets) {
-      with_socket(id, [](int fd) { ::shutdown(fd, SHUT_RD); });
-    }
-    if (comm->shm) comm->shm->break_all();
-    {
-      std::lock_guard<std::mutex> lock(comm->mutex);
-      comm->finished.notify_all();  // a shared-memory all_reduce waiting for its turn
-    }
-    return nullptr;
-  });
-}
 
 accel_error* comm_get_async_error(accel_comm* comm) {
   return guarded("comm_get_async_error", [&]() -> accel_error* {
@@ -755,14 +420,6 @@ accel_error* comm_send(const accel_collective_args* args) {
 
 accel_error* comm_recv(const accel_collective_args* args) {
   return guarded("comm_recv", [&] { return point_to_point(args, false); });
-}
-
-void comms_shutdown() {
-  for (const std::shared_ptr<accel_comm>& comm : live_comms().all()) {
-    error_destroy(comm_abort(comm.get()));  // fail fast what still waits for peers
-    error_destroy(comm_destroy(comm.get()));
-  }
-  delete g_live_comms.release();
 }
 
 }  // namespace accel_cpu
