@@ -32,6 +32,7 @@ RunConfig unusual_config() {
   config.main_training_function = "_train2";
   config.max_restarts = 10000;
   config.monitor_interval = 1.0 / 3.0;
+  config.collective_timeout = 7.25;
   config.plugin_dirs = {"/opt/a b/\"q\"", "C:\\dir", "tab\there", "ünïcödé/路径"};
   config.log_level = LogLevel::kTrace;
   config.gradient_accumulation_steps = 1000000;
