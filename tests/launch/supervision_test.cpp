@@ -117,16 +117,42 @@ TEST(LaunchSignals, ASignalDuringTheGracePeriodKeepsTheFailure) {
       devnull, err);
   ::close(devnull);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (read_file(err).find("failing on purpose") == std::string::npos &&
+  // Rank 0 says so when the launcher's SIGTERM reaches it: rank 1 was reaped and the
+  // grace period has begun. (A fixed sleep here raced the reaping on a busy machine.)
+  while (read_file(err).find("ignoring SIGTERM") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // the launcher reaps rank 1
   ::kill(pid, SIGINT);
   const int status = wait_bounded(pid, 60);
   const std::string text = read_file(err);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << "status " << status << "\n" << text;
   EXPECT_NE(text.find("rank 1 (local rank 1"), std::string::npos) << text;
   EXPECT_NE(text.find("SIGINT"), std::string::npos) << text;
+  fs::remove(err);
+}
+
+TEST(LaunchSignals, ARankStoppedAfterItsLastCollectiveIsNamedAsHung) {
+  // Rank 0 finishes; rank 1 SIGSTOPs itself, so it neither exits nor fails a
+  // collective. The launcher must not wait for it forever: collective_timeout after
+  // rank 0's clean exit it stops rank 1 and names it, with its state, exit code 124.
+  const fs::path err = log_path("stopped");
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t pid = spawn_accelrun({"--cpu", "--num_processes", "2", "--main_process_port", "0",
+                                    "--collective_timeout", "2", TRAIN_LIBRARY, "--", "--mode",
+                                    "stop_one", "--fail_rank", "1"},
+                                   devnull, err);
+  ::close(devnull);
+  const int status = wait_bounded(pid, 90);
+  const std::string text = read_file(err);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 124) << "status " << status << "\n"
+                                                                << text;
+  EXPECT_NE(text.find("rank 1 (local rank 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("timed out: still running 2 s (the collective_timeout) after rank 0 "
+                      "exited cleanly"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("stopped (T: SIGSTOP or a debugger)"), std::string::npos) << text;
+  EXPECT_NE(text.find("stopping myself"), std::string::npos) << text;  // its last lines
   fs::remove(err);
 }
 

@@ -53,7 +53,9 @@ struct LaunchOptions {
 
 struct LaunchResult {
   // 0, or the failing worker's exit code (128 + signal number when it died of a
-  // signal), or 128 + the signal that interrupted the caller (SIGINT -> 130).
+  // signal), or 124 when a worker outlived config.collective_timeout after another
+  // exited cleanly and was stopped as hung, or 128 + the signal that interrupted the
+  // caller (SIGINT -> 130).
   int exit_code = 0;
   int failed_rank = -1;  // -1 when none failed
   int restarts = 0;      // how many times the group was restarted

@@ -157,7 +157,9 @@ static std::vector<KeySpec> make_schema() {
       "Seconds a collective (or the rendezvous of the communicator) may wait for the other "
       "ranks before it fails with TIMEOUT naming the operation; Accelerate's "
       "InitProcessGroupKwargs(timeout=...). AcceleratorOptions::collective_timeout "
-      "overrides it.",
+      "overrides it. The launcher also stops a worker still running this long after "
+      "another rank on its machine exited cleanly, and reports it as hung: keep it above "
+      "the time one rank works alone at the end (a final save or evaluation).",
       "--collective_timeout", {"ACCEL_COLLECTIVE_TIMEOUT"}, nullptr,
       [](RunConfig& c, const Value& v) { c.collective_timeout = as<double>(v); },
       [](const RunConfig& c) -> Value { return c.collective_timeout; }});

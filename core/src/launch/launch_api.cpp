@@ -138,6 +138,7 @@ LaunchResult launch(const std::function<int()>& function, const LaunchOptions& o
   supervisor.grace_period_s = options.grace_period_s;
   supervisor.quiet = options.quiet;
   supervisor.max_restarts = config.max_restarts;
+  supervisor.exit_timeout_s = config.collective_timeout;
   const launcher::SuperviseResult supervised = launcher::supervise(group, supervisor);
   LaunchResult result;
   result.exit_code = supervised.exit_code;

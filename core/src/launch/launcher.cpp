@@ -372,6 +372,7 @@ int run_launch(const LaunchRequest& request) {
   options.quiet = request.quiet;
   options.prefix = plan.world_size > 1;
   options.max_restarts = config.max_restarts;
+  options.exit_timeout_s = config.collective_timeout;
   return supervise(group, options).exit_code;
 }
 

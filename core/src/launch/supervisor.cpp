@@ -13,6 +13,8 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 namespace accel::launcher {
@@ -94,7 +96,15 @@ class Attempt {
 
   int signal_received = 0;
   const Worker* failure = nullptr;
+  // Set when the failure is a worker stopped for outliving the exit timeout: the
+  // cause to report instead of its exit status (which is only the stop signal).
+  std::string failure_cause;
+  size_t others_stopped = 0;  // workers still running when the failure was found
   std::vector<Worker> workers;
+
+  // The attempt's exit code when it failed: the worker's own, or 124 (timeout(1)'s)
+  // for one stopped as hung.
+  int failure_exit_code() const;
 
  private:
   void spawn_one(size_t index, const std::vector<int>& child_fds);
@@ -103,6 +113,8 @@ class Attempt {
   void read_output(OutputPipe& pipe, Worker& worker);
   void emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) const;
   void reap();
+  void check_exit_timeout(Clock::time_point now);
+  void fail(const Worker& worker, std::string cause);
   void stop_all(int signal_number);
   bool any_running() const;
   bool any_open() const;
@@ -117,6 +129,8 @@ class Attempt {
   Clock::time_point kill_deadline_{};
   Clock::time_point drain_deadline_{};
   bool draining_ = false;
+  const Worker* first_clean_exit_ = nullptr;
+  Clock::time_point exit_deadline_{};
 };
 
 Attempt::~Attempt() {
@@ -224,6 +238,8 @@ int Attempt::poll_timeout_ms() const {
   if (stopping_ && !killed_)
     timeout = std::min<std::chrono::duration<double>>(timeout, kill_deadline_ - now);
   if (draining_) timeout = std::min<std::chrono::duration<double>>(timeout, drain_deadline_ - now);
+  if (first_clean_exit_ != nullptr && !stopping_)
+    timeout = std::min<std::chrono::duration<double>>(timeout, exit_deadline_ - now);
   const double ms = std::chrono::duration<double, std::milli>(timeout).count();
   return std::max(1, static_cast<int>(ms + 0.999));
 }
@@ -233,6 +249,12 @@ void Attempt::stop_all(int signal_number) {
     if (!worker.running) continue;
     ::kill(-worker.pid, signal_number);  // its process group: its children too
     ::kill(worker.pid, signal_number);   // in case it left the group
+    if (signal_number != SIGKILL) {
+      // A stopped worker (SIGSTOP, SIGTSTP, a debugger) holds the signal pending until
+      // it runs again: wake it so the grace period means something.
+      ::kill(-worker.pid, SIGCONT);
+      ::kill(worker.pid, SIGCONT);
+    }
   }
   if (signal_number == SIGKILL) {
     killed_ = true;
@@ -304,10 +326,60 @@ void Attempt::reap() {
     worker.running = false;
     worker.status = status;
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (failed && failure == nullptr && signal_received == 0 && !stopping_) {
-      failure = &worker;
-      stop_all(SIGTERM);
+    if (failed && failure == nullptr && signal_received == 0 && !stopping_) fail(worker, "");
+    if (!failed && first_clean_exit_ == nullptr) {
+      first_clean_exit_ = &worker;
+      exit_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(options_.exit_timeout_s));
     }
+  }
+}
+
+// "R (running)", from /proc/PID/stat's state field: says whether a hung worker was
+// stopped, asleep in the kernel or spinning.
+std::string process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces and ')'
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return "unknown";
+  const char state = stat[paren + 2];
+  switch (state) {
+    case 'R': return "running (R: busy on a CPU)";
+    case 'S': return "sleeping (S: waiting, e.g. on a socket or a lock)";
+    case 'D': return "in uninterruptible sleep (D: waiting on I/O or a device)";
+    case 'T': return "stopped (T: SIGSTOP or a debugger)";
+    case 't': return "stopped by a tracer (t)";
+    case 'Z': return "a zombie (Z)";
+    default: return std::string("in state ") + state;
+  }
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
+}
+
+void Attempt::fail(const Worker& worker, std::string cause) {
+  failure = &worker;
+  failure_cause = std::move(cause);
+  others_stopped = static_cast<size_t>(std::count_if(
+      workers.begin(), workers.end(),
+      [&](const Worker& w) { return w.running && &w != &worker; }));
+  stop_all(SIGTERM);
+}
+
+void Attempt::check_exit_timeout(Clock::time_point now) {
+  if (options_.exit_timeout_s <= 0 || first_clean_exit_ == nullptr || stopping_ ||
+      signal_received != 0 || failure != nullptr || now < exit_deadline_)
+    return;
+  for (auto& worker : workers) {
+    if (!worker.running) continue;
+    fail(worker, "timed out: still running " + seconds_text(options_.exit_timeout_s) +
+                    " s (the collective_timeout) after rank " +
+                    std::to_string(first_clean_exit_->spec.rank) + " exited cleanly; it was " +
+                    process_state(worker.pid) + "; stopped it as hung");
+    return;
   }
 }
 
@@ -330,6 +402,7 @@ void Attempt::run() {
     }
     reap();
     const auto now = Clock::now();
+    check_exit_timeout(now);
     if (stopping_ && !killed_ && now >= kill_deadline_ && any_running()) stop_all(SIGKILL);
     if (!any_running() && !draining_) {
       // A grandchild may hold a pipe open: drain for a moment, then stop reading.
@@ -346,9 +419,17 @@ int exit_code_of(int status) {
   return 1;
 }
 
-std::string failure_report(const Worker& worker, size_t others) {
+int Attempt::failure_exit_code() const {
+  return failure_cause.empty() ? exit_code_of(failure->status) : 124;
+}
+
+// `cause`, when not empty, replaces what the exit status says (a worker stopped as
+// hung died of the launcher's signal, which is not why it failed).
+std::string failure_report(const Worker& worker, size_t others, const std::string& cause) {
   std::string what;
-  if (WIFSIGNALED(worker.status)) {
+  if (!cause.empty()) {
+    what = cause;
+  } else if (WIFSIGNALED(worker.status)) {
     what = "was killed by signal " + std::to_string(WTERMSIG(worker.status)) + ", " +
            signal_description(WTERMSIG(worker.status));
   } else {
@@ -413,9 +494,9 @@ SuperviseResult supervise(WorkerGroup& group, const SupervisorOptions& options) 
         // grace period): the failure is the cause, the signal only cut the grace short.
         const Worker& failed = *attempt.failure;
         result.failed_rank = failed.spec.rank;
-        result.exit_code = exit_code_of(failed.status);
-        result.report = failure_report(failed, attempt.workers.size() - 1) + "accelrun: then " +
-                        signal_description(attempt.signal_received) +
+        result.exit_code = attempt.failure_exit_code();
+        result.report = failure_report(failed, attempt.others_stopped, attempt.failure_cause) +
+                        "accelrun: then " + signal_description(attempt.signal_received) +
                         " arrived while the other workers were being stopped; forwarded it\n";
       }
       write_stderr(result.report);
@@ -429,8 +510,8 @@ SuperviseResult supervise(WorkerGroup& group, const SupervisorOptions& options) 
     }
     const Worker& failed = *attempt.failure;
     result.failed_rank = failed.spec.rank;
-    result.exit_code = exit_code_of(failed.status);
-    result.report = failure_report(failed, attempt.workers.size() - 1);
+    result.exit_code = attempt.failure_exit_code();
+    result.report = failure_report(failed, attempt.others_stopped, attempt.failure_cause);
     write_stderr(result.report);
     if (restart >= options.max_restarts) return result;
     write_stderr("accelrun: restarting the workers (restart " + std::to_string(restart + 1) +

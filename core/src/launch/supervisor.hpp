@@ -47,6 +47,12 @@ struct SupervisorOptions {
   bool prefix = true;               // "[rank N] " before every relayed line
   int max_restarts = 0;
   size_t tail_lines = 20;  // lines kept per worker for failure reports
+  // Once one worker has exited 0, how long the others may take to exit; 0 = forever.
+  // A worker still running after that is the attempt's failure ("timed out ... after
+  // rank N exited cleanly", with its /proc state), so a rank that is stopped or stuck
+  // after its last collective cannot hang the launcher. The launch paths pass the run
+  // config's collective_timeout: the longest any rank may wait on a peer.
+  double exit_timeout_s = 0.0;
 };
 
 struct SuperviseResult {

@@ -2,10 +2,12 @@
 // through ACCEL_MAIN, and as an executable (TRAIN_PROGRAM_EXECUTABLE). It checks the
 // worker environment, can meet the other ranks at the launcher's c10d store, and can
 // misbehave on purpose:
-//   --mode ok|exit3|segv|throw|hang|fail_first|wait_term|chatty   (default ok)
-//   --fail_rank N      the rank that misbehaves in exit3, segv, throw, fail_first
-//                      (default 1); in throw the others finish after 2 s
-//   --ignore_term      the other ranks ignore SIGTERM (so SIGKILL has to stop them)
+//   --mode ok|exit3|segv|throw|hang|fail_first|wait_term|chatty|stop_one   (default ok)
+//   --fail_rank N      the rank that misbehaves in exit3, segv, throw, fail_first,
+//                      stop_one (default 1); in throw the others finish after 2 s; in
+//                      stop_one it SIGSTOPs itself and the others exit 0 at once
+//   --ignore_term      ranks ignore SIGTERM (so SIGKILL has to stop them), saying
+//                      "ignoring SIGTERM" on stderr each time one arrives
 //   --store            set a key per rank and read every other rank's
 //   --how_started      print whether this worker was exec'd or forked from the launcher
 //   --show NAME        print NAME=<its value in the environment> (repeatable)
@@ -72,6 +74,11 @@ bool meet_at_store(int rank, int world) {
   return true;
 }
 
+void on_term_ignored(int) {
+  const char text[] = "ignoring SIGTERM\n";
+  [[maybe_unused]] ssize_t n = ::write(2, text, sizeof text - 1);
+}
+
 void on_term(int) {
   const char text[] = "got SIGTERM\n";
   [[maybe_unused]] ssize_t n = ::write(1, text, sizeof text - 1);
@@ -124,7 +131,7 @@ int train_main(int argc, char** argv) {
     std::printf(meet_at_store(rank, world) ? "store ok\n" : "store mismatch\n");
     std::fflush(stdout);
   }
-  if (ignore_term) std::signal(SIGTERM, SIG_IGN);
+  if (ignore_term) std::signal(SIGTERM, on_term_ignored);
   if (mode == "wait_term") std::signal(SIGTERM, on_term);
   const bool chosen = rank == fail_rank;
   if (mode == "exit3" && chosen) {
@@ -144,6 +151,15 @@ int train_main(int argc, char** argv) {
     ::sleep(2);  // long enough for a sibling's exception to reach this rank, if it could
     std::printf("done\n");
     return 0;
+  }
+  if (mode == "stop_one") {
+    if (!chosen) return 0;
+    // Stopped after its work, as a rank frozen by a debugger or SIGSTOP after its last
+    // collective: only the launcher's exit timeout can end this run.
+    std::fprintf(stderr, "stopping myself\n");
+    std::fflush(stderr);
+    std::raise(SIGSTOP);
+    hang();
   }
   if (mode == "fail_first" && chosen && restart == 0) {
     std::fprintf(stderr, "failing the first run\n");
