@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,9 +190,21 @@ void Attempt::spawn() {
 
 void Attempt::spawn_one(size_t index, const std::vector<int>& child_fds) {
   const pid_t parent = ::getpid();
+  // Until child_setup has reset them, the child runs this process's handlers, which
+  // write into the signal pipe it still shares: a SIGTERM sent to a child that was
+  // just forked (or stopped there, then woken by stop_all's SIGCONT) reached the
+  // launcher as if the user had sent it. Blocked here, such a signal waits for the
+  // child's default handlers (child_setup unblocks last).
+  sigset_t handled, saved;
+  sigemptyset(&handled);
+  for (int s : kHandledSignals) sigaddset(&handled, s);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &saved);
   const pid_t pid = ::fork();
-  if (pid < 0) throw system_error("fork");
   if (pid == 0) child_setup(index, parent, child_fds);
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  errno = fork_errno;
+  if (pid < 0) throw system_error("fork");
   ::setpgid(pid, pid);  // also done in the child: whichever runs first wins the race
   workers[index].pid = pid;
   workers[index].running = true;
