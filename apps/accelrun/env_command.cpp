@@ -88,6 +88,29 @@ void print_search_path(const accel::PluginRegistry& registry) {
   for (const auto& note : registry.search_path().notes) std::cout << "  note: " << note << "\n";
 }
 
+// What a bug report needs beyond the one line: the runtime underneath and the 1.1 facts.
+void print_plugin_details(const accel::PluginDiagnostic& d) {
+  const auto shown = [](const std::string& text) { return text.empty() ? "unknown" : text; };
+  if (d.runtime_versions) {
+    std::cout << "      driver " << shown(d.runtime_versions->driver) << ", runtime "
+              << shown(d.runtime_versions->runtime) << ", collectives "
+              << shown(d.runtime_versions->collective_library) << "\n";
+  } else {
+    std::cout << "      runtime versions: not reported (no runtime_get_versions)\n";
+  }
+  std::cout << "      fork after probing: " << accel::fork_safety_text(d.info->fork_safety)
+            << "; device memory: " << (d.device_memory ? "yes" : "no (host memory)")
+            << "; pinned host memory: " << (d.pinned_host_memory ? "yes" : "no") << "\n";
+  if (!d.info->framework_extensions.empty()) {
+    std::string list;
+    for (const auto& e : d.info->framework_extensions) list += (list.empty() ? "" : ", ") + e;
+    std::cout << "      framework extensions: " << list;
+    if (!d.info->framework_extension_path_env.empty())
+      std::cout << " (searched first in $" << d.info->framework_extension_path_env << ")";
+    std::cout << "\n";
+  }
+}
+
 void print_plugins(const accel::PluginRegistry& registry) {
   std::cout << "\nPlugins:\n";
   if (registry.candidates().empty()) std::cout << "  none\n";
@@ -98,6 +121,7 @@ void print_plugins(const accel::PluginRegistry& registry) {
                 << "): " << accel::to_string(d.status)
                 << (d.availability->available ? "" : ": " + d.availability->reason) << ", "
                 << *d.device_count << " device(s); " << d.path.string() << "\n";
+      print_plugin_details(d);
     } else {
       std::cout << "  " << d.summary() << "\n";
     }

@@ -120,11 +120,23 @@ json to_json(const PluginDiagnostic& d) {
                  {"vendor", d.info->vendor},
                  {"device_type", d.info->device_type},
                  {"collective_library", d.info->collective_library},
-                 {"visible_devices_env", d.info->visible_devices_env}};
+                 {"visible_devices_env", d.info->visible_devices_env},
+                 {"fork_safety", accel::fork_safety_text(d.info->fork_safety)},
+                 {"framework_extensions", d.info->framework_extensions},
+                 {"framework_extension_path_env", d.info->framework_extension_path_env}};
   }
   if (d.availability)
     j["availability"] = {{"available", d.availability->available},
                          {"reason", d.availability->reason}};
+  if (d.loaded()) {
+    j["device_memory"] = d.device_memory;
+    j["pinned_host_memory"] = d.pinned_host_memory;
+    j["runtime_versions"] = d.runtime_versions
+                                ? json{{"driver", d.runtime_versions->driver},
+                                       {"runtime", d.runtime_versions->runtime},
+                                       {"collective_library", d.runtime_versions->collective_library}}
+                                : json(nullptr);
+  }
   return j;
 }
 

@@ -2,6 +2,8 @@
 // its facts come from the OS: /proc/cpuinfo, /proc/meminfo and /proc/self/status.
 #include "cpu_device.h"
 
+#include <gloo/config.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,7 +113,28 @@ accel_error* info_get(accel_backend_info* out) {
     info.device_type = "cpu";
     info.collective_library = "gloo";
     info.visible_devices_env = nullptr;  // every process sees the one CPU device
+    // Probing reads /proc and sysconf only: no thread, no lock, no driver.
+    info.fork_safety = ACCEL_FORK_SAFE;
     return copy_out("info_get", out, info);
+  });
+}
+
+accel_error* runtime_get_versions(accel_runtime_versions* out) {
+  return guarded("runtime_get_versions", [&] {
+    // Built once; the strings must live until unload.
+    static const std::string kernel = [] {
+      struct utsname name {};
+      return ::uname(&name) == 0 ? std::string(name.sysname) + " " + name.release : std::string();
+    }();
+    static const std::string gloo = "gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
+                                    std::to_string(GLOO_VERSION_MINOR) + "." +
+                                    std::to_string(GLOO_VERSION_PATCH);
+    accel_runtime_versions versions{};
+    versions.struct_size = ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE;
+    versions.driver_version = "";  // the CPU has no driver
+    versions.runtime_version = kernel.c_str();
+    versions.collective_library_version = gloo.c_str();
+    return copy_out("runtime_get_versions", out, versions);
   });
 }
 

@@ -8,6 +8,7 @@ namespace accel_cpu {
 
 // Table entries (see backend.h for the contract of each).
 accel_error* info_get(accel_backend_info* out);
+accel_error* runtime_get_versions(accel_runtime_versions* out);
 accel_error* device_get_availability(accel_device_availability* out);
 accel_error* device_get_count(int32_t* count);
 accel_error* device_set_current(int32_t device);

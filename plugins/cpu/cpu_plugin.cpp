@@ -90,7 +90,7 @@ const accel_backend_api kApi = {
     /* .comm_recv = */ comm_recv,
     // ABI 1.1 entries, not implemented yet (NULL = absent, the core falls back): this
     // plugin's device memory is host memory, so a host allocation is what the core uses.
-    /* .runtime_get_versions = */ nullptr,
+    /* .runtime_get_versions = */ runtime_get_versions,
     /* .memory_allocate = */ nullptr,
     /* .memory_free = */ nullptr,
     /* .memory_copy = */ nullptr,

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <nccl.h>
 
 #include <cstdlib>
 #include <map>
@@ -53,6 +54,7 @@ Availability probe() {
   }
   int driver = 0;
   const cudaError_t driver_result = cudaDriverGetVersion(&driver);
+  if (driver_result == cudaSuccess) result.driver = driver;
   int count = 0;
   const cudaError_t count_result = cudaGetDeviceCount(&count);
   (void)cudaGetLastError();  // a failed probe must not linger as CUDA's last error
@@ -127,7 +129,32 @@ accel_error* info_get(accel_backend_info* out) {
     info.device_type = "cuda";
     info.collective_library = "nccl";
     info.visible_devices_env = "CUDA_VISIBLE_DEVICES";
+    // cudaGetDeviceCount in the launcher creates CUDA state a forked child cannot use.
+    info.fork_safety = ACCEL_FORK_UNSAFE;
     return copy_out("info_get", out, info);
+  });
+}
+
+accel_error* runtime_get_versions(accel_runtime_versions* out) {
+  return guarded("runtime_get_versions", [&] {
+    // From the probe, which asks the driver only when libcuda.so.1 is there (see probe):
+    // this entry must not start the CUDA runtime on a machine without one either.
+    static const std::string driver =
+        availability().driver > 0 ? "CUDA " + cuda_version_text(availability().driver) : "";
+    static const std::string runtime =
+        "CUDA " + cuda_version_text(CUDART_VERSION) + " (cudart, linked statically)";
+    static const std::string nccl = [] {
+      int version = 0;  // NCCL's own encoding: 10000 * major + 100 * minor + patch
+      if (ncclGetVersion(&version) != ncclSuccess || version <= 0) return std::string("NCCL");
+      return "NCCL " + std::to_string(version / 10000) + "." +
+             std::to_string((version % 10000) / 100) + "." + std::to_string(version % 100);
+    }();
+    accel_runtime_versions versions{};
+    versions.struct_size = ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE;
+    versions.driver_version = driver.c_str();
+    versions.runtime_version = runtime.c_str();
+    versions.collective_library_version = nccl.c_str();
+    return copy_out("runtime_get_versions", out, versions);
   });
 }
 

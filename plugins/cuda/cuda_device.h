@@ -15,6 +15,7 @@ struct Availability {
   bool available = false;
   std::string reason;  // "" when available; otherwise what a person can do about it
   int count = 0;       // visible devices; 0 when unavailable
+  int driver = 0;      // cudaDriverGetVersion's, 0 when the driver was not asked
 };
 const Availability& availability();
 
@@ -24,6 +25,7 @@ accel_error* check_device(const char* call, int32_t device);
 
 // Table entries (see backend.h for the contract of each).
 accel_error* info_get(accel_backend_info* out);
+accel_error* runtime_get_versions(accel_runtime_versions* out);
 accel_error* device_get_availability(accel_device_availability* out);
 accel_error* device_get_count(int32_t* count);
 accel_error* device_set_current(int32_t device);

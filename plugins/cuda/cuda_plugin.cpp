@@ -97,7 +97,7 @@ const accel_backend_api kApi = {
     /* .comm_recv = */ comm_recv,
     // ABI 1.1 entries, not implemented yet (NULL = absent, the core falls back to
     // LibTorch's CUDA allocator and copies).
-    /* .runtime_get_versions = */ nullptr,
+    /* .runtime_get_versions = */ runtime_get_versions,
     /* .memory_allocate = */ nullptr,
     /* .memory_free = */ nullptr,
     /* .memory_copy = */ nullptr,

@@ -44,6 +44,9 @@ accel_error* info_get(accel_backend_info* out) {
     info.device_type = "privateuseone";  // TODO: LibTorch's device type for your tensors
     info.collective_library = nullptr;   // TODO: "mccl", "cncl", ... once implemented
     info.visible_devices_env = nullptr;  // TODO: e.g. "MUSA_VISIBLE_DEVICES"
+    // TODO: ACCEL_FORK_SAFE only if your probes start no thread and init no driver;
+    // UNSAFE makes the launcher exec its workers (always correct, a little slower).
+    info.fork_safety = ACCEL_FORK_UNSAFE;
     // Copies only what both sides know: the host may be older or newer than us.
     return kit::copy_out("info_get", out, info);
   });

@@ -492,6 +492,21 @@ TEST(Launch, CpuWorkersAreForkedFirstAndRestartsExec) {
   EXPECT_EQ(execd.text().find("started by fork"), std::string::npos) << execd.text();
 }
 
+// fakegpu says ACCEL_FORK_UNSAFE, as a GPU runtime must: its workers are exec'd from the
+// first attempt, where a cpu run's are forked (the test above).
+TEST(Launch, APluginThatIsNotForkSafeGetsExecdWorkers) {
+  Launcher l = run({"--plugin-dir", FAKEGPU_PLUGIN_DIR, "--backend", "fakegpu", "--num_processes",
+                    "2", "--main_process_port", "0", "--debug", kLib, "--", "--how_started"});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("[rank 0] rank 0 restart 0 started by exec"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 1] rank 1 restart 0 started by exec"), std::string::npos) << out;
+  EXPECT_EQ(out.find("started by fork"), std::string::npos) << out;
+  EXPECT_NE(out.find("accelrun: first workers exec'd: the plugin's fork safety is unsafe"),
+            std::string::npos)
+      << out;
+}
+
 TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
                     "fail_first", "--fail_rank", "1"});

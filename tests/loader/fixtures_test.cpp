@@ -1,6 +1,7 @@
 // The bad plugin fixtures: each diagnostic names its problem; the rest still load.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "accel/backend.h"
@@ -28,11 +29,12 @@ const PluginDiagnostic& bad(const std::string& name) {
 
 TEST(BadPlugins, EveryCandidateHasADiagnosticAndTheGoodOnesLoad) {
   const auto& registry = bad_registry();
-  EXPECT_EQ(registry.candidates().size(), 13u);
+  EXPECT_EQ(registry.candidates().size(), 16u);
   std::vector<std::string> loaded;
   for (const auto& plugin : registry.plugins()) loaded.push_back(plugin->name());
   std::sort(loaded.begin(), loaded.end());
-  EXPECT_EQ(loaded, (std::vector<std::string>{"good", "init_error", "minor_new", "throws"}));
+  EXPECT_EQ(loaded, (std::vector<std::string>{"abi_1_0", "good", "init_error", "minor_new",
+                                              "throws"}));
   EXPECT_EQ(registry.find("good")->device_count(), 1);
   for (const auto& d : registry.candidates()) {
     if (!d.loaded()) {
@@ -135,6 +137,57 @@ TEST(BadPlugins, NewerMinorLoadsAndItsNewEntriesAreUnused) {
     stream.synchronize();
   }
   plugin->shutdown();
+}
+
+TEST(BadPlugins, Abi10PluginLoadsAndWorksOnThisCore) {
+  // Its table ends at a PROT_NONE page: a core reading any 1.1 entry from it would
+  // die here of SIGSEGV. Every 1.1 entry reads as not implemented instead.
+  const auto& d = bad("abi_1_0");
+  EXPECT_EQ(d.status, CandidateStatus::kAvailable) << d.summary();
+  ASSERT_TRUE(d.plugin_abi);
+  EXPECT_EQ(d.plugin_abi->str(), std::to_string(ACCEL_ABI_VERSION_MAJOR) + ".0");
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings.front();
+  EXPECT_FALSE(d.runtime_versions);
+  EXPECT_FALSE(d.device_memory);
+  EXPECT_FALSE(d.pinned_host_memory);
+  ASSERT_TRUE(d.info);
+  EXPECT_EQ(d.info->fork_safety, ACCEL_FORK_UNKNOWN);
+  EXPECT_FALSE(d.info->fork_safe());
+  EXPECT_TRUE(d.info->framework_extensions.empty());
+  const auto size_step = std::find_if(d.steps.begin(), d.steps.end(),
+                                      [](const CheckStep& s) { return s.stage == "table size"; });
+  ASSERT_NE(size_step, d.steps.end());
+  EXPECT_TRUE(contains(size_step->detail, "a 1.0 table")) << size_step->detail;
+
+  auto plugin = bad_registry().find("abi_1_0");
+  ASSERT_TRUE(plugin);
+  EXPECT_EQ(plugin->api().struct_size, static_cast<size_t>(ACCEL_BACKEND_API_STRUCT_SIZE_1_0));
+  EXPECT_EQ(plugin->api().memory_allocate, nullptr);
+  EXPECT_EQ(plugin->api().runtime_get_versions, nullptr);
+  plugin->init();
+  {
+    Stream stream = plugin->create_stream(0);
+    Event event = plugin->create_event(0);
+    event.record(stream);
+    event.synchronize();
+  }
+  plugin->shutdown();
+}
+
+TEST(BadPlugins, OneDeviceMemoryEntryWithoutTheOthersIsRefused) {
+  const auto& d = bad("partial_memory");
+  EXPECT_EQ(failed_stage(d), "entry groups");
+  EXPECT_EQ(d.error,
+            "device memory: memory_allocate, memory_free and memory_copy come together, all or "
+            "none, but memory_allocate is set and memory_free, memory_copy are NULL (see "
+            "\"Device memory\" in backend.h)");
+}
+
+TEST(BadPlugins, UnknownForkSafetyValueIsRefused) {
+  const auto& d = bad("bad_fork_safety");
+  EXPECT_EQ(failed_stage(d), "info");
+  EXPECT_TRUE(contains(d.error, "fork_safety is 7, not an accel_fork_safety value")) << d.error;
+  EXPECT_TRUE(contains(d.error, "zero it first")) << d.error;
 }
 
 TEST(BadPlugins, TableSmallerThanAbi10) {

@@ -203,8 +203,10 @@ typedef struct accel_backend_info {
 
   /* --- 1.1 (read only when struct_size covers them) --- */
   /* What the plugin's probes (every call marked "no init needed") leave behind in
-   * the calling process; the launcher forks workers from itself only after probing
-   * plugins that all say ACCEL_FORK_SAFE. */
+   * the calling process. The launcher forks the first workers from itself (saving
+   * each a LibTorch load) only when the plugin they will run says ACCEL_FORK_SAFE;
+   * otherwise they start with a fresh exec. A worker loads only that plugin, so other
+   * plugins probed by the launcher do not count. Any other value fails the load. */
   accel_fork_safety fork_safety;
   /* The framework extension: libraries, linked to LibTorch, that teach LibTorch this
    * backend's device type (for a PrivateUse1 device, the library that registers its

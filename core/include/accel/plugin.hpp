@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,23 @@ struct PluginInfo {
   std::string device_type;
   std::string collective_library;   // "" when the backend has no collectives
   std::string visible_devices_env;  // "" when the backend has none
+  // ABI 1.1; a 1.0 plugin reads as ACCEL_FORK_UNKNOWN with no extensions.
+  accel_fork_safety fork_safety = ACCEL_FORK_UNKNOWN;
+  std::vector<std::string> framework_extensions;  // file names or absolute paths, in load order
+  std::string framework_extension_path_env;       // "" when the plugin names none
+
+  // Only an explicit ACCEL_FORK_SAFE lets the launcher fork workers from itself.
+  bool fork_safe() const noexcept { return fork_safety == ACCEL_FORK_SAFE; }
+};
+
+// "safe", "unsafe", "not declared (ABI 1.0 plugin or ACCEL_FORK_UNKNOWN): treated as unsafe".
+std::string fork_safety_text(accel_fork_safety safety);
+
+// accel_runtime_versions as owned strings; "" where the plugin does not know.
+struct RuntimeVersions {
+  std::string driver;
+  std::string runtime;
+  std::string collective_library;
 };
 
 struct Availability {
@@ -184,13 +202,21 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   const PluginInfo& info() const noexcept { return info_; }
   const std::filesystem::path& path() const noexcept { return path_; }
   AbiVersion abi_version() const noexcept { return abi_; }
+  // The plugin's table copied into the host's layout: entries past the plugin's
+  // struct_size (a plugin built on an older minor) read as NULL. struct_size, abi_major
+  // and abi_minor are the plugin's own.
   const accel_backend_api& api() const noexcept { return *api_; }
 
   // Probing: no init needed.
   Availability availability() const;
   int32_t device_count() const;
   PrecisionSupport precision_support(int32_t device, accel_dtype dtype) const;
+  // nullopt when the plugin has no runtime_get_versions (every 1.0 plugin).
+  std::optional<RuntimeVersions> runtime_versions() const;
   bool has_collectives() const noexcept { return api_->comm_create != nullptr; }
+  // ABI 1.1 groups (the loader checks each is complete or absent).
+  bool has_device_memory() const noexcept { return api_->memory_allocate != nullptr; }
+  bool has_pinned_host_memory() const noexcept { return api_->host_memory_allocate != nullptr; }
 
   // Lifecycle: init once; shutdown destroys the plugin's remaining handles.
   void init(const BackendOptions& options = {});
@@ -252,7 +278,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   std::string log_name_;
   accel_host_api host_{};
   std::unique_ptr<Library> library_;
-  const accel_backend_api* api_ = nullptr;
+  accel_backend_api table_{};               // see api()
+  const accel_backend_api* api_ = &table_;  // never the plugin's own memory
   AbiVersion abi_;
   PluginInfo info_;
   std::filesystem::path path_;

@@ -94,6 +94,9 @@ struct PluginDiagnostic {
   std::optional<PluginInfo> info;
   std::optional<Availability> availability;
   std::optional<int32_t> device_count;
+  std::optional<RuntimeVersions> runtime_versions;  // nullopt: the plugin does not say
+  bool device_memory = false;                       // the 1.1 memory entries are set
+  bool pinned_host_memory = false;                  // the 1.1 host memory entries are set
   std::string shadowed_by;            // path of the plugin that won the name
   std::vector<std::string> warnings;  // loaded anyway: trust overridden, newer minor
   std::vector<CheckStep> steps;
@@ -110,8 +113,8 @@ struct LoadResult {
 };
 
 // Loads one file through every stage (file, trust, ELF, load, entry symbol, ABI version,
-// table size, required entries, info, availability, device count). Never throws
-// for a bad plugin: the diagnostic says what is wrong.
+// table size, required entries, entry groups, info, availability, device count, runtime
+// versions). Never throws for a bad plugin: the diagnostic says what is wrong.
 LoadResult load_plugin(const std::filesystem::path& file, const LoadOptions& options = {});
 
 // ----------------------------------------------------------------- Registry

@@ -183,12 +183,14 @@ bool host_after_spawn(const LaunchPlan& plan) {
 //  - one machine: this process is still single-threaded when it forks (the store comes
 //    up after the fork); a restart forks from a process running the store's threads,
 //    so restarts exec;
-//  - the CPU backend: the launcher's device queries leave nothing a fork breaks, where
-//    a GPU runtime initialised by them (cudaGetDeviceCount) is unusable in a child;
+//  - a plugin that says ACCEL_FORK_SAFE (backend.h): its probes in this process leave
+//    nothing a fork breaks, where a GPU runtime initialised by them (cudaGetDeviceCount)
+//    is unusable in a child. Only the chosen plugin matters: a worker loads no other
+//    (ACCEL_BACKEND_PLUGIN_PATH), so another plugin's probe state never reaches it;
 //  - not switched off: ACCEL_LAUNCH_FORK=0.
-bool fork_from_launcher(const LaunchPlan& plan, ProgramKind kind) {
+bool fork_from_launcher(const LaunchPlan& plan, ProgramKind kind, const Plugin& plugin) {
   const char* off = std::getenv("ACCEL_LAUNCH_FORK");
-  return kind == ProgramKind::kLibrary && host_after_spawn(plan) && plan.backend == "cpu" &&
+  return kind == ProgramKind::kLibrary && host_after_spawn(plan) && plugin.info().fork_safe() &&
          !(off != nullptr && std::strcmp(off, "0") == 0);
 }
 
@@ -226,7 +228,14 @@ void print_plan(const LaunchPlan& plan, const BackendChoice& choice, const Launc
             << "accelrun: rendezvous " << plan.master_addr << ":" << plan.master_port
             << (plan.host_store ? " (hosted here)" : "") << "\n"
             << "accelrun: program " << request.program.string()
-            << (kind == ProgramKind::kLibrary ? " (shared library)" : " (executable)") << "\n";
+            << (kind == ProgramKind::kLibrary ? " (shared library)" : " (executable)") << "\n"
+            << "accelrun: first workers "
+            << (fork_from_launcher(plan, kind, *choice.plugin) ? "forked from the launcher"
+                : choice.plugin->info().fork_safe()
+                    ? "exec'd"
+                    : "exec'd: the plugin's fork safety is " +
+                          fork_safety_text(choice.plugin->info().fork_safety))
+            << "\n";
 }
 
 }  // namespace
@@ -359,7 +368,7 @@ int run_launch(const LaunchRequest& request) {
   for (const auto& dir : request.plugin_dirs) dirs.push_back(dir.string());
   workers.plugin_dirs.insert(workers.plugin_dirs.begin(), dirs.begin(), dirs.end());
   ExecGroup group(plan, workers, kind, request);
-  if (fork_from_launcher(plan, kind)) group.preload();
+  if (fork_from_launcher(plan, kind, *choice.plugin)) group.preload();
   if (deferred) {
     group.on_first_spawn([&] {
       rendezvous = Rendezvous::host("127.0.0.1", plan.master_port, request.rendezvous_timeout);

@@ -58,6 +58,61 @@ std::string missing_required_entry(const accel_backend_api& api) {
   return "";
 }
 
+// "memory_allocate, memory_free and memory_copy come together: memory_allocate is set,
+// memory_free and memory_copy are NULL".
+template <size_t N>
+static std::string group_problem(const char* what, const std::pair<const char*, bool> (&group)[N]) {
+  size_t set = 0;
+  for (const auto& entry : group) set += entry.second ? 1 : 0;
+  if (set == 0 || set == N) return "";
+  std::string names, present, absent;
+  for (size_t i = 0; i < N; ++i) {
+    names += (i == 0 ? "" : i + 1 == N ? " and " : ", ") + std::string(group[i].first);
+    std::string& list = group[i].second ? present : absent;
+    list += (list.empty() ? "" : ", ") + std::string(group[i].first);
+  }
+  return std::string(what) + ": " + names + " come together, all or none, but " + present +
+         (set == 1 ? " is" : " are") + " set and " + absent + (N - set == 1 ? " is" : " are") +
+         " NULL (see \"Device memory\" in backend.h)";
+}
+
+std::string incomplete_entry_group(const accel_backend_api& api) {
+  const std::pair<const char*, bool> memory[] = {ACCEL_ENTRY(api, memory_allocate),
+                                                 ACCEL_ENTRY(api, memory_free),
+                                                 ACCEL_ENTRY(api, memory_copy)};
+  const std::pair<const char*, bool> pinned[] = {ACCEL_ENTRY(api, host_memory_allocate),
+                                                 ACCEL_ENTRY(api, host_memory_free)};
+  std::string problem = group_problem("device memory", memory);
+  if (problem.empty()) problem = group_problem("pinned host memory", pinned);
+  return problem;
+}
+
 #undef ACCEL_ENTRY
+
+std::string info_1_1_problem(const accel_backend_info& info) {
+  const auto safety = static_cast<int>(info.fork_safety);
+  if (safety != ACCEL_FORK_UNKNOWN && safety != ACCEL_FORK_SAFE && safety != ACCEL_FORK_UNSAFE) {
+    return "info_get: fork_safety is " + std::to_string(safety) +
+           ", not an accel_fork_safety value (0 UNKNOWN, 1 SAFE, 2 UNSAFE); a plugin that "
+           "fills its info field by field must zero it first";
+  }
+  const size_t n = info.num_framework_extensions;
+  if (n > kMaxFrameworkExtensions) {
+    return "info_get: num_framework_extensions is " + std::to_string(n) + ", more than " +
+           std::to_string(kMaxFrameworkExtensions) + "; a plugin must zero its info first";
+  }
+  if (n > 0 && info.framework_extensions == nullptr) {
+    return "info_get: num_framework_extensions is " + std::to_string(n) +
+           " but framework_extensions is NULL";
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (info.framework_extensions[i] == nullptr || *info.framework_extensions[i] == '\0') {
+      return "info_get: framework_extensions[" + std::to_string(i) + "] is " +
+             (info.framework_extensions[i] == nullptr ? "NULL" : "empty") +
+             "; each entry is a library file name or an absolute path";
+    }
+  }
+  return "";
+}
 
 }  // namespace accel

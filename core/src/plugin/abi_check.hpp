@@ -27,4 +27,17 @@ std::string table_size_error(size_t struct_size, AbiVersion plugin);
 // collective group is required only when comm_create is set.
 std::string missing_required_entry(const accel_backend_api& api);
 
+// "" when each 1.1 group is complete or absent (device memory: memory_allocate,
+// memory_free, memory_copy; pinned host memory: host_memory_allocate and
+// host_memory_free); otherwise which group, which entries are set and which are NULL.
+// `api` is the host-sized copy, so a 1.0 table has every group absent.
+std::string incomplete_entry_group(const accel_backend_api& api);
+
+// "" when the 1.1 fields of an info the plugin filled are well formed: fork_safety is
+// one of the enumerators, and framework_extensions holds num_framework_extensions
+// non-empty strings (at most kMaxFrameworkExtensions). `info` was zeroed before
+// info_get, so a 1.0 plugin's reads as ACCEL_FORK_UNKNOWN with none.
+inline constexpr size_t kMaxFrameworkExtensions = 64;
+std::string info_1_1_problem(const accel_backend_info& info);
+
 }  // namespace accel

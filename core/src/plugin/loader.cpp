@@ -1,4 +1,6 @@
 // load_plugin: every stage of loading one file, each recorded as a CheckStep.
+#include <algorithm>
+#include <cstring>
 #include <system_error>
 
 #include "accel/plugin_registry.hpp"
@@ -12,11 +14,14 @@ namespace fs = std::filesystem;
 
 namespace accel {
 
+static std::string shown(const std::string& text) { return text.empty() ? "unknown" : text; }
+
 struct PluginLoader {
   const LoadOptions& options;
   PluginDiagnostic& d;
   std::shared_ptr<Plugin> plugin{new Plugin()};
   accel_backend_get_api_fn get_api = nullptr;
+  const accel_backend_api* table = nullptr;  // the plugin's own, until copied
 
   void pass(const char* stage, std::string detail) {
     d.steps.push_back({stage, true, std::move(detail)});
@@ -92,12 +97,12 @@ struct PluginLoader {
   bool negotiate() {
     plugin->host_ = make_host_api(&plugin->log_name_);
     try {
-      plugin->api_ = get_api(&plugin->host_);
+      table = get_api(&plugin->host_);
     } catch (...) {
       return fail("ABI version", std::string(ACCEL_BACKEND_ENTRY_SYMBOL) +
                                      " threw a C++ exception across the C ABI");
     }
-    const accel_backend_api* api = plugin->api_;
+    const accel_backend_api* api = table;
     if (api == nullptr)
       return fail("ABI version", std::string(ACCEL_BACKEND_ENTRY_SYMBOL) + " returned NULL");
     if (api->struct_size < kTableVersionFieldsSize) {
@@ -115,11 +120,20 @@ struct PluginLoader {
     return true;
   }
 
+  // Copies the table into the host's layout, reading no byte past the plugin's
+  // struct_size: what a plugin of an older minor lacks stays NULL, so no later call
+  // needs to ask which minor the plugin has.
   bool check_size() {
-    const std::string error = table_size_error(plugin->api_->struct_size, plugin->abi_);
+    const size_t size = table->struct_size;
+    const std::string error = table_size_error(size, plugin->abi_);
     if (!error.empty()) return fail("table size", error);
-    pass("table size", std::to_string(plugin->api_->struct_size) + " bytes (ABI 1.0 needs " +
-                           std::to_string(ACCEL_BACKEND_API_STRUCT_SIZE_1_0) + ")");
+    std::memcpy(&plugin->table_, table, std::min(size, sizeof plugin->table_));
+    std::string detail = std::to_string(size) + " bytes (ABI 1.0 needs " +
+                         std::to_string(ACCEL_BACKEND_API_STRUCT_SIZE_1_0) + ", 1.1 " +
+                         std::to_string(ACCEL_BACKEND_API_STRUCT_SIZE_1_1) + ")";
+    if (size < ACCEL_BACKEND_API_STRUCT_SIZE_1_1)
+      detail += ": a 1.0 table; the 1.1 entries read as not implemented";
+    pass("table size", detail);
     return true;
   }
 
@@ -131,6 +145,15 @@ struct PluginLoader {
     pass("required entries", plugin->api_->comm_create != nullptr
                                  ? "all set, collectives included"
                                  : "all set (no collectives: single process only)");
+    return true;
+  }
+
+  bool check_groups() {
+    const std::string problem = incomplete_entry_group(*plugin->api_);
+    if (!problem.empty()) return fail("entry groups", problem);
+    std::string detail = plugin->has_device_memory() ? "device memory" : "no device memory";
+    detail += plugin->has_pinned_host_memory() ? ", pinned host memory" : ", no pinned host memory";
+    pass("entry groups", detail + ": each group complete or absent");
     return true;
   }
 
@@ -149,17 +172,24 @@ struct PluginLoader {
                               "' but its file is named for '" + *file_name +
                               "'; rename the file to libbackend_" + out.name + ".so");
     }
+    const std::string problem = info_1_1_problem(out);
+    if (!problem.empty()) return fail("info", problem);
     auto owned = [](const char* s) { return std::string(s != nullptr ? s : ""); };
-    plugin->info_ = {out.name,
-                     owned(out.plugin_version),
-                     owned(out.vendor),
-                     owned(out.device_type),
-                     owned(out.collective_library),
-                     owned(out.visible_devices_env)};
-    d.info = plugin->info_;
-    pass("info", "name " + plugin->info_.name + ", version " + plugin->info_.plugin_version +
-                     ", vendor " + plugin->info_.vendor + ", device type " +
-                     plugin->info_.device_type);
+    PluginInfo& info = plugin->info_;
+    info.name = out.name;
+    info.plugin_version = owned(out.plugin_version);
+    info.vendor = owned(out.vendor);
+    info.device_type = owned(out.device_type);
+    info.collective_library = owned(out.collective_library);
+    info.visible_devices_env = owned(out.visible_devices_env);
+    info.fork_safety = out.fork_safety;
+    for (size_t i = 0; i < out.num_framework_extensions; ++i)
+      info.framework_extensions.emplace_back(out.framework_extensions[i]);
+    info.framework_extension_path_env = owned(out.framework_extension_path_env);
+    d.info = info;
+    pass("info", "name " + info.name + ", version " + info.plugin_version + ", vendor " +
+                     info.vendor + ", device type " + info.device_type + ", fork " +
+                     fork_safety_text(info.fork_safety));
     return true;
   }
 
@@ -177,6 +207,19 @@ struct PluginLoader {
     } catch (const BackendError& e) {
       return fail("device count", e.what());
     }
+    // For `accelrun env` only: a plugin that cannot say is still usable.
+    try {
+      d.runtime_versions = plugin->runtime_versions();
+      const auto& v = d.runtime_versions;
+      pass("runtime versions", v ? "driver " + shown(v->driver) + ", runtime " + shown(v->runtime) +
+                                       ", collectives " + shown(v->collective_library)
+                                 : "not reported (no runtime_get_versions)");
+    } catch (const BackendError& e) {
+      d.warnings.push_back(std::string("runtime versions unreadable: ") + e.what());
+      pass("runtime versions", std::string("unreadable, ignored: ") + e.what());
+    }
+    d.device_memory = plugin->has_device_memory();
+    d.pinned_host_memory = plugin->has_pinned_host_memory();
     d.status =
         d.availability->available ? CandidateStatus::kAvailable : CandidateStatus::kUnavailable;
     return true;
@@ -187,7 +230,8 @@ struct PluginLoader {
     plugin->path_ = d.path;
     plugin->log_name_ = backend_name_from_file(d.path).value_or(d.path.filename().string());
     const bool ok = check_file() && check_trust() && check_elf() && open() && find_entry() &&
-                    negotiate() && check_size() && check_required() && read_info() && probe();
+                    negotiate() && check_size() && check_required() && check_groups() &&
+                    read_info() && probe();
     if (!ok) return {nullptr, std::move(d)};
     return {std::move(plugin), std::move(d)};
   }

@@ -109,6 +109,27 @@ PrecisionSupport Plugin::precision_support(int32_t device, accel_dtype dtype) co
           owned(query.grad_scaling_reason)};
 }
 
+std::optional<RuntimeVersions> Plugin::runtime_versions() const {
+  if (api_->runtime_get_versions == nullptr) return std::nullopt;
+  accel_runtime_versions out{};
+  out.struct_size = ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE;
+  call("runtime_get_versions", api_->runtime_get_versions, &out);
+  return RuntimeVersions{owned(out.driver_version), owned(out.runtime_version),
+                         owned(out.collective_library_version)};
+}
+
+std::string fork_safety_text(accel_fork_safety safety) {
+  switch (safety) {
+    case ACCEL_FORK_SAFE:
+      return "safe";
+    case ACCEL_FORK_UNSAFE:
+      return "unsafe";
+    case ACCEL_FORK_UNKNOWN:
+      break;
+  }
+  return "not declared (ABI 1.0 plugin or ACCEL_FORK_UNKNOWN): treated as unsafe";
+}
+
 // --------------------------------------------------------------- Devices
 
 void Plugin::set_device(int32_t device) {
