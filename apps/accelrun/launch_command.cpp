@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -45,10 +46,23 @@ const char* const kLaunchHelp =
     "  srun -n 8 accelrun --main_process_ip $(hostname -i) ./libtrain.so   # Slurm ranks\n"
     "\n";
 
+// "5", "300", "0.5": a default in seconds as --help and the flag parser take it.
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
+}
+
+// The launcher's own defaults live in LaunchRequest; the flags and their help read them.
+const accel::launcher::LaunchRequest kDefaults{};
+const std::string kDefaultGrace = seconds_text(kDefaults.grace_period_s);
+const std::string kDefaultRdzvTimeout =
+    seconds_text(std::chrono::duration<double>(kDefaults.rendezvous_timeout).count());
+
 // The flags that are the launcher's own; every config key with a flag is declared from
 // the schema's row instead (add_schema_flags), so its help and spelling live in one place.
 struct Flags {
-  std::string config_file, grace_period = "5", rdzv_timeout = "300";
+  std::string config_file, grace_period = kDefaultGrace, rdzv_timeout = kDefaultRdzvTimeout;
   std::vector<std::string> plugin_dirs;
   bool cpu = false, quiet = false, debug = false, allow_untrusted = false;
   std::map<std::string, std::string> keys;  // schema key -> the text given for its flag
@@ -110,10 +124,14 @@ po::options_description launch_options(Flags& f) {
                                          "the TOML config (default: `accelrun config`'s)")(
       "cpu", po::bool_switch(&f.cpu), "force the CPU backend");
   add_schema_flags(o, f);
+  const std::string grace_help =
+      "between SIGTERM and SIGKILL when stopping workers (default " + kDefaultGrace + ")";
+  const std::string rdzv_help =
+      "how long machines wait for each other (default " + kDefaultRdzvTimeout + ")";
   o.add_options()("grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
-                  "between SIGTERM and SIGKILL when stopping workers (default 5)")(
-      "rdzv_timeout", po::value(&f.rdzv_timeout)->value_name("SECONDS"),
-      "how long machines wait for each other (default 300)")(
+                  grace_help.c_str())("rdzv_timeout",
+                                      po::value(&f.rdzv_timeout)->value_name("SECONDS"),
+                                      rdzv_help.c_str())(
       "allow-untrusted-plugins", po::bool_switch(&f.allow_untrusted),
       "development only: load world-writable plugins")("quiet,q", po::bool_switch(&f.quiet),
                                                        "show only rank 0's output")(

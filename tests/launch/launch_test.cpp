@@ -4,6 +4,7 @@
 // is left (workers inherit the launcher's environment). Also the plan's pure functions
 // and accel::launch with lambdas.
 #include "accel/launch.hpp"
+#include "accel/launcher.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -303,6 +305,25 @@ TEST(Launch, UncaughtExceptionIsTheRanksFailureForkedOrExecd) {
 // Every config key with a flag is a launch flag, in --help, under both spellings
 // (--a_b and --a-b, as Accelerate takes them). --help parses every flag first, so an
 // unknown one fails here.
+// The launcher's own flags: their help states the defaults LaunchRequest really has.
+TEST(LaunchFlags, LauncherFlagsShowTheDefaultsTheLauncherUses) {
+  // --help wraps descriptions: compare with every run of blanks as one space.
+  std::string help;
+  for (char c : run({"launch", "--help"}).text()) {
+    const bool blank = std::isspace(static_cast<unsigned char>(c)) != 0;
+    if (!blank || help.empty() || help.back() != ' ') help += blank ? ' ' : c;
+  }
+  const accel::launcher::LaunchRequest defaults;
+  std::ostringstream grace, rdzv;
+  grace << "(default " << defaults.grace_period_s << ")";
+  rdzv << "(default " << std::chrono::duration<double>(defaults.rendezvous_timeout).count() << ")";
+  EXPECT_NE(help.find("between SIGTERM and SIGKILL when stopping workers " + grace.str()),
+            std::string::npos)
+      << help;
+  EXPECT_NE(help.find("how long machines wait for each other " + rdzv.str()), std::string::npos)
+      << help;
+}
+
 TEST(LaunchFlags, EverySchemaFlagIsAcceptedAndShownInHelp) {
   const std::string help = run({"launch", "--help"}).text();
   int flagged = 0;
