@@ -129,9 +129,8 @@ po::options_description launch_options(Flags& f) {
   const std::string rdzv_help =
       "how long machines wait for each other (default " + kDefaultRdzvTimeout + ")";
   o.add_options()("grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
-                  grace_help.c_str())("rdzv_timeout",
-                                      po::value(&f.rdzv_timeout)->value_name("SECONDS"),
-                                      rdzv_help.c_str())(
+                  grace_help.c_str())(
+      "rdzv_timeout", po::value(&f.rdzv_timeout)->value_name("SECONDS"), rdzv_help.c_str())(
       "allow-untrusted-plugins", po::bool_switch(&f.allow_untrusted),
       "development only: load world-writable plugins")("quiet,q", po::bool_switch(&f.quiet),
                                                        "show only rank 0's output")(
@@ -245,7 +244,7 @@ double seconds_flag(const char* flag, const std::string& text, bool zero_allowed
   char* end = nullptr;
   errno = 0;
   const double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+  if (text.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(value))
     throw UsageError(name + ": expected a finite number of seconds, found \"" + text + "\"", fix);
   if (value < 0 || (!zero_allowed && value == 0) || value > 7 * 24 * 3600.0)
     throw UsageError(name + " " + text + " is out of range (" + (zero_allowed ? ">= " : "> ") +

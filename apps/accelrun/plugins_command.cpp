@@ -131,11 +131,11 @@ json to_json(const PluginDiagnostic& d) {
   if (d.loaded()) {
     j["device_memory"] = d.device_memory;
     j["pinned_host_memory"] = d.pinned_host_memory;
-    j["runtime_versions"] = d.runtime_versions
-                                ? json{{"driver", d.runtime_versions->driver},
-                                       {"runtime", d.runtime_versions->runtime},
-                                       {"collective_library", d.runtime_versions->collective_library}}
-                                : json(nullptr);
+    j["runtime_versions"] =
+        d.runtime_versions ? json{{"driver", d.runtime_versions->driver},
+                                  {"runtime", d.runtime_versions->runtime},
+                                  {"collective_library", d.runtime_versions->collective_library}}
+                           : json(nullptr);
   }
   return j;
 }

@@ -4,7 +4,6 @@
 // is left (workers inherit the launcher's environment). Also the plan's pure functions
 // and accel::launch with lambdas.
 #include "accel/launch.hpp"
-#include "accel/launcher.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

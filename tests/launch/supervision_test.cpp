@@ -137,15 +137,15 @@ TEST(LaunchSignals, ARankStoppedAfterItsLastCollectiveIsNamedAsHung) {
   // rank 0's clean exit it stops rank 1 and names it, with its state, exit code 124.
   const fs::path err = log_path("stopped");
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  const pid_t pid = spawn_accelrun({"--cpu", "--num_processes", "2", "--main_process_port", "0",
-                                    "--collective_timeout", "2", TRAIN_LIBRARY, "--", "--mode",
-                                    "stop_one", "--fail_rank", "1"},
-                                   devnull, err);
+  const pid_t pid = spawn_accelrun(
+      {"--cpu", "--num_processes", "2", "--main_process_port", "0", "--collective_timeout", "2",
+       TRAIN_LIBRARY, "--", "--mode", "stop_one", "--fail_rank", "1"},
+      devnull, err);
   ::close(devnull);
   const int status = wait_bounded(pid, 90);
   const std::string text = read_file(err);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 124) << "status " << status << "\n"
-                                                                << text;
+                                                               << text;
   EXPECT_NE(text.find("rank 1 (local rank 1"), std::string::npos) << text;
   EXPECT_NE(text.find("timed out: still running 2 s (the collective_timeout) after rank 0 "
                       "exited cleanly"),

@@ -33,8 +33,8 @@ TEST(BadPlugins, EveryCandidateHasADiagnosticAndTheGoodOnesLoad) {
   std::vector<std::string> loaded;
   for (const auto& plugin : registry.plugins()) loaded.push_back(plugin->name());
   std::sort(loaded.begin(), loaded.end());
-  EXPECT_EQ(loaded, (std::vector<std::string>{"abi_1_0", "good", "init_error", "minor_new",
-                                              "throws"}));
+  EXPECT_EQ(loaded,
+            (std::vector<std::string>{"abi_1_0", "good", "init_error", "minor_new", "throws"}));
   EXPECT_EQ(registry.find("good")->device_count(), 1);
   for (const auto& d : registry.candidates()) {
     if (!d.loaded()) {

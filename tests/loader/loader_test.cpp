@@ -31,10 +31,10 @@ TEST(CPlugin, LoadsThroughEveryStage) {
   EXPECT_EQ(failed_stage(d), "");
   std::vector<std::string> stages;
   for (const auto& step : d.steps) stages.push_back(step.stage);
-  EXPECT_EQ(stages, (std::vector<std::string>{"file", "trust", "ELF", "load", "entry symbol",
-                                              "ABI version", "table size", "required entries",
-                                              "entry groups", "info", "availability",
-                                              "device count", "runtime versions"}));
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{"file", "trust", "ELF", "load", "entry symbol", "ABI version",
+                                      "table size", "required entries", "entry groups", "info",
+                                      "availability", "device count", "runtime versions"}));
   ASSERT_TRUE(d.plugin_abi);
   EXPECT_EQ(d.plugin_abi->str(), kHostAbi);
   EXPECT_EQ(d.device_count, 1);

@@ -97,8 +97,8 @@ struct PluginDiagnostic {
   std::optional<RuntimeVersions> runtime_versions;  // nullopt: the plugin does not say
   bool device_memory = false;                       // the 1.1 memory entries are set
   bool pinned_host_memory = false;                  // the 1.1 host memory entries are set
-  std::string shadowed_by;            // path of the plugin that won the name
-  std::vector<std::string> warnings;  // loaded anyway: trust overridden, newer minor
+  std::string shadowed_by;                          // path of the plugin that won the name
+  std::vector<std::string> warnings;                // loaded anyway: trust overridden, newer minor
   std::vector<CheckStep> steps;
 
   bool loaded() const {

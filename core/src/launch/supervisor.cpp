@@ -357,13 +357,20 @@ std::string process_state(pid_t pid) {
   if (paren == std::string::npos || paren + 2 >= stat.size()) return "unknown";
   const char state = stat[paren + 2];
   switch (state) {
-    case 'R': return "running (R: busy on a CPU)";
-    case 'S': return "sleeping (S: waiting, e.g. on a socket or a lock)";
-    case 'D': return "in uninterruptible sleep (D: waiting on I/O or a device)";
-    case 'T': return "stopped (T: SIGSTOP or a debugger)";
-    case 't': return "stopped by a tracer (t)";
-    case 'Z': return "a zombie (Z)";
-    default: return std::string("in state ") + state;
+    case 'R':
+      return "running (R: busy on a CPU)";
+    case 'S':
+      return "sleeping (S: waiting, e.g. on a socket or a lock)";
+    case 'D':
+      return "in uninterruptible sleep (D: waiting on I/O or a device)";
+    case 'T':
+      return "stopped (T: SIGSTOP or a debugger)";
+    case 't':
+      return "stopped by a tracer (t)";
+    case 'Z':
+      return "a zombie (Z)";
+    default:
+      return std::string("in state ") + state;
   }
 }
 
@@ -377,8 +384,7 @@ void Attempt::fail(const Worker& worker, std::string cause) {
   failure = &worker;
   failure_cause = std::move(cause);
   others_stopped = static_cast<size_t>(std::count_if(
-      workers.begin(), workers.end(),
-      [&](const Worker& w) { return w.running && &w != &worker; }));
+      workers.begin(), workers.end(), [&](const Worker& w) { return w.running && &w != &worker; }));
   stop_all(SIGTERM);
 }
 
@@ -389,9 +395,9 @@ void Attempt::check_exit_timeout(Clock::time_point now) {
   for (auto& worker : workers) {
     if (!worker.running) continue;
     fail(worker, "timed out: still running " + seconds_text(options_.exit_timeout_s) +
-                    " s (the collective_timeout) after rank " +
-                    std::to_string(first_clean_exit_->spec.rank) + " exited cleanly; it was " +
-                    process_state(worker.pid) + "; stopped it as hung");
+                     " s (the collective_timeout) after rank " +
+                     std::to_string(first_clean_exit_->spec.rank) + " exited cleanly; it was " +
+                     process_state(worker.pid) + "; stopped it as hung");
     return;
   }
 }
