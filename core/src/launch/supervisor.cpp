@@ -130,6 +130,7 @@ class Attempt {
   Clock::time_point kill_deadline_{};
   Clock::time_point drain_deadline_{};
   bool draining_ = false;
+  // Armed only when options_.exit_timeout_s > 0: unarmed, nothing waits on the deadline.
   const Worker* first_clean_exit_ = nullptr;
   Clock::time_point exit_deadline_{};
 };
@@ -340,7 +341,7 @@ void Attempt::reap() {
     worker.status = status;
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (failed && failure == nullptr && signal_received == 0 && !stopping_) fail(worker, "");
-    if (!failed && first_clean_exit_ == nullptr) {
+    if (!failed && first_clean_exit_ == nullptr && options_.exit_timeout_s > 0) {
       first_clean_exit_ = &worker;
       exit_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(options_.exit_timeout_s));
@@ -389,8 +390,8 @@ void Attempt::fail(const Worker& worker, std::string cause) {
 }
 
 void Attempt::check_exit_timeout(Clock::time_point now) {
-  if (options_.exit_timeout_s <= 0 || first_clean_exit_ == nullptr || stopping_ ||
-      signal_received != 0 || failure != nullptr || now < exit_deadline_)
+  if (first_clean_exit_ == nullptr || stopping_ || signal_received != 0 || failure != nullptr ||
+      now < exit_deadline_)
     return;
   for (auto& worker : workers) {
     if (!worker.running) continue;
