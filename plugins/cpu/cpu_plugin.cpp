@@ -88,9 +88,10 @@ const accel_backend_api kApi = {
     /* .comm_barrier = */ comm_barrier,
     /* .comm_send = */ comm_send,
     /* .comm_recv = */ comm_recv,
-    // ABI 1.1 entries, not implemented yet (NULL = absent, the core falls back): this
-    // plugin's device memory is host memory, so a host allocation is what the core uses.
+    // ABI 1.1 entries.
     /* .runtime_get_versions = */ runtime_get_versions,
+    // Not implemented (NULL = absent, the core falls back): this plugin's device memory
+    // is host memory, so a host allocation is what the core uses.
     /* .memory_allocate = */ nullptr,
     /* .memory_free = */ nullptr,
     /* .memory_copy = */ nullptr,

@@ -95,9 +95,10 @@ const accel_backend_api kApi = {
     /* .comm_barrier = */ comm_barrier,
     /* .comm_send = */ comm_send,
     /* .comm_recv = */ comm_recv,
-    // ABI 1.1 entries, not implemented yet (NULL = absent, the core falls back to
-    // LibTorch's CUDA allocator and copies).
+    // ABI 1.1 entries.
     /* .runtime_get_versions = */ runtime_get_versions,
+    // Not implemented yet (NULL = absent, the core falls back to LibTorch's CUDA
+    // allocator and copies).
     /* .memory_allocate = */ nullptr,
     /* .memory_free = */ nullptr,
     /* .memory_copy = */ nullptr,
