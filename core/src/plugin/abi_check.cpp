@@ -1,6 +1,8 @@
 // Version negotiation and table validation, once, at load.
 #include "plugin/abi_check.hpp"
 
+#include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace accel {
@@ -90,7 +92,13 @@ std::string incomplete_entry_group(const accel_backend_api& api) {
 #undef ACCEL_ENTRY
 
 std::string info_1_1_problem(const accel_backend_info& info) {
-  const auto safety = static_cast<int>(info.fork_safety);
+  // Read the field's bytes as an integer: loading a C++ enum that holds a value outside its
+  // enumerators is undefined behaviour (UBSan stops on it), and a plugin may have put anything
+  // there.
+  std::underlying_type_t<accel_fork_safety> raw{};
+  static_assert(sizeof raw == sizeof info.fork_safety);
+  std::memcpy(&raw, &info.fork_safety, sizeof raw);
+  const auto safety = static_cast<long long>(raw);
   if (safety != ACCEL_FORK_UNKNOWN && safety != ACCEL_FORK_SAFE && safety != ACCEL_FORK_UNSAFE) {
     return "info_get: fork_safety is " + std::to_string(safety) +
            ", not an accel_fork_safety value (0 UNKNOWN, 1 SAFE, 2 UNSAFE); a plugin that "
