@@ -794,6 +794,37 @@ TEST(LaunchApi, OneProcessRunsInTheCaller) {
   EXPECT_EQ(ran_in, caller);
 }
 
+// accel::launch can only fork; fakegpu declares ACCEL_FORK_UNSAFE, so two processes on it are
+// refused before anything is forked, with the accelrun command that would run them.
+TEST(LaunchApi, APluginThatIsNotForkSafeIsRefusedBeforeAnyFork) {
+  ::setenv("ACCEL_PLUGIN_PATH", FAKEGPU_PLUGIN_DIR, 1);
+  accel::LaunchOptions options;
+  options.config.backend = "fakegpu";
+  options.config.num_processes = 2;
+  options.config.main_process_port = 0;
+  bool ran = false;
+  try {
+    accel::launch(
+        [&] {
+          ran = true;
+          return 0;
+        },
+        options);
+    ADD_FAILURE() << "accel::launch forked workers from a plugin that is not fork-safe";
+  } catch (const accel::LaunchError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("libbackend_fakegpu.so"), std::string::npos) << message;
+    EXPECT_NE(message.find("unsafe"), std::string::npos) << message;
+    EXPECT_NE(message.find("accelrun --backend fakegpu --num_processes 2"), std::string::npos)
+        << message;
+  }
+  EXPECT_FALSE(ran);
+  // One process runs in the caller, where there is nothing to fork: allowed.
+  options.config.num_processes = 1;
+  EXPECT_EQ(accel::launch([] { return 0; }, options).exit_code, 0);
+  ::unsetenv("ACCEL_PLUGIN_PATH");
+}
+
 // One pipeline: the same bad input gets the same error from `accelrun launch`
 // (run_launch) and from accel::launch, and neither starts anything.
 struct Outcome {

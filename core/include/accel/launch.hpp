@@ -21,7 +21,10 @@
 // LibTorch, a device or a plugin (as notebook_launcher needs CUDA untouched): a forked
 // child inherits only the calling thread, and a lock another thread held stays locked
 // forever in the child. launch() itself forks before it starts any thread (the
-// rendezvous store is started after the fork, for every restart).
+// rendezvous store is started after the fork, for every restart). Choosing the backend
+// probes its plugin in the calling process, so several processes on a plugin that does
+// not declare ACCEL_FORK_SAFE (backend.h; CUDA's does not) are refused with a LaunchError
+// that names `accelrun`, which execs its workers.
 //
 // On one process (config.num_processes == 1) the callable runs in the calling process
 // with the same environment variables set (and left set afterwards), and nothing is

@@ -131,6 +131,22 @@ LaunchResult launch(const std::function<int()>& function, const LaunchOptions& o
   const RunConfig& config = prepared.config;
   LaunchPlan& plan = prepared.plan;
   if (config.num_processes == 1) return run_in_process(function, config, plan);
+  // The workers here can only be forks of this process, which has just probed the plugin;
+  // a plugin that does not declare that safe may have left driver state a child cannot
+  // use (CUDA's). accelrun execs its workers instead.
+  const Plugin& plugin = *prepared.choice.plugin;
+  if (!plugin.info().fork_safe()) {
+    throw LaunchError("accel::launch: backend " + config.backend + " (" +
+                      plugin.path().string() + "): its fork safety is " +
+                      fork_safety_text(plugin.info().fork_safety) +
+                      ", and accel::launch can only fork its " +
+                      std::to_string(config.num_processes) +
+                      " workers from this process, which has probed the plugin; run `accelrun "
+                      "--backend " +
+                      config.backend + " --num_processes " +
+                      std::to_string(config.num_processes) +
+                      " <program>` instead, which starts each worker with exec");
+  }
 
   ForkGroup group(function, config, plan);
   launcher::SupervisorOptions supervisor;
