@@ -136,15 +136,13 @@ LaunchResult launch(const std::function<int()>& function, const LaunchOptions& o
   // use (CUDA's). accelrun execs its workers instead.
   const Plugin& plugin = *prepared.choice.plugin;
   if (!plugin.info().fork_safe()) {
-    throw LaunchError("accel::launch: backend " + config.backend + " (" +
-                      plugin.path().string() + "): its fork safety is " +
-                      fork_safety_text(plugin.info().fork_safety) +
+    throw LaunchError("accel::launch: backend " + config.backend + " (" + plugin.path().string() +
+                      "): its fork safety is " + fork_safety_text(plugin.info().fork_safety) +
                       ", and accel::launch can only fork its " +
                       std::to_string(config.num_processes) +
                       " workers from this process, which has probed the plugin; run `accelrun "
                       "--backend " +
-                      config.backend + " --num_processes " +
-                      std::to_string(config.num_processes) +
+                      config.backend + " --num_processes " + std::to_string(config.num_processes) +
                       " <program>` instead, which starts each worker with exec");
   }
 
