@@ -46,8 +46,9 @@ int plugins_test_command(const Args& args) {
   long long large = 0;
   double time_scale = 1;
   po::options_description options("Options");
-  options.add_options()("help,h", "this help")("ranks", po::value(&ranks)->default_value(2),
-                                               "worker processes, 2..16")(
+  options.add_options()("help,h", "this help")(
+      "ranks", po::value(&ranks)->default_value(2),
+      "worker processes, 1..16 (1 skips timeout, abort and destroy)")(
       "large-elements", po::value(&large),
       "f32 elements of the largest all_reduce (default 16M for 2 ranks, less for more)")(
       "time_scale", po::value(&time_scale)->default_value(1),
@@ -65,8 +66,8 @@ int plugins_test_command(const Args& args) {
     throw UsageError("`plugins test` needs a PATH",
                      "e.g. `accelrun plugins test ./libbackend_cpu.so --ranks 2`");
   }
-  if (ranks < 2 || ranks > 16) {
-    throw UsageError("--ranks is " + std::to_string(ranks), "use 2..16 processes");
+  if (ranks < 1 || ranks > 16) {
+    throw UsageError("--ranks is " + std::to_string(ranks), "use 1..16 processes");
   }
   if (!std::filesystem::is_regular_file(path)) {
     throw UsageError("no plugin file at " + path, "pass the path of a libbackend_<name>.so");

@@ -204,6 +204,33 @@ TEST(PluginsCheck, WorldWritableIsRefusedUnlessOverridden) {
   EXPECT_TRUE(contains(allowed.out, "ok    trust: OVERRIDDEN")) << allowed.out;
 }
 
+// One rank is a world the kit accepts: the scenarios that need a peer are skipped
+// with a line that names them, and everything else must still pass.
+TEST(PluginsTest, OneRankRunsTheKitAndSkipsThePeerScenariosByName) {
+  const CliRun run =
+      accelrun(std::string("plugins test '") + ACCEL_TEST_CPU_PLUGIN + "' --ranks 1");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, ", 1 ranks")) << run.out;
+  for (const char* scenario : {"timeout", "abort", "destroy"}) {
+    EXPECT_TRUE(contains(run.out, std::string("SKIP  ") + scenario + ": needs --ranks 2"))
+        << scenario << "\n"
+        << run.out;
+  }
+  EXPECT_TRUE(contains(run.out, "PASS  bad arguments give INVALID_ARGUMENT naming the field"))
+      << run.out;
+  EXPECT_TRUE(contains(run.out, " passed, 0 failed")) << run.out;
+}
+
+TEST(PluginsTest, RanksOutsideOneToSixteenIsAUsageError) {
+  for (const char* ranks : {"0", "17"}) {
+    const CliRun run =
+        accelrun(std::string("plugins test '") + ACCEL_TEST_CPU_PLUGIN + "' --ranks " + ranks);
+    EXPECT_EQ(run.exit_code, 2) << run.out;
+    EXPECT_TRUE(contains(run.out, std::string("--ranks is ") + ranks)) << run.out;
+    EXPECT_TRUE(contains(run.out, "use 1..16 processes")) << run.out;
+  }
+}
+
 TEST(Env, ReportsVersionsDirectoriesPluginsAndDevices) {
   const CliRun run = accelrun("env " + kBad);
   EXPECT_EQ(run.exit_code, 0) << run.out;

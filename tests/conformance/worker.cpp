@@ -70,6 +70,8 @@ void check_fail(const char* file, int line, const std::string& detail) {
 }
 
 accel_status_code take(accel_error* error, std::string* message) {
+  // Cleared first: a success must not leave the previous call's message to be printed.
+  if (message) message->clear();
   if (error == nullptr) return ACCEL_STATUS_OK;
   const accel_status_code code = g.api->error_get_code(error);
   if (message) *message = g.api->error_get_message(error);
@@ -263,6 +265,12 @@ void check_broadcast_gather_scatter() {
 }
 
 void check_send_recv_barrier() {
+  if (g.world == 1) {  // no peer to send to: the barrier alone
+    check_begin("barrier (one rank)");
+    auto b = args_for(g.comm);
+    WCHECK(ok_or_message(g.api->comm_barrier(&b)).empty(), "barrier");
+    return;
+  }
   check_begin("send/recv i64 ring (n 0/1/1000) and barrier");
   // A ring: everyone sends to rank+1 and receives from rank-1, on a stream for the
   // sends (so they cannot block the receives) and inline for the receives.
@@ -317,13 +325,35 @@ void check_validation() {
   a.peer = g.rank;
   WCHECK(take(g.api->comm_send(&a), &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
              message.find("peer") != std::string::npos,
-         "peer: %s", message.c_str());
+         "send to its own rank: %s", message.c_str());
+  WCHECK(take(g.api->comm_recv(&a), &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
+             message.find("peer") != std::string::npos,
+         "recv from its own rank: %s", message.c_str());
+  a.peer = g.world;
+  WCHECK(take(g.api->comm_send(&a), &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
+             message.find("peer") != std::string::npos,
+         "send to rank %d of %d: %s", g.world, g.world, message.c_str());
   a.comm = nullptr;
   WCHECK(take(g.api->comm_barrier(&a), &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
              message.find("comm") != std::string::npos,
          "null comm: %s", message.c_str());
   WCHECK(take(g.api->comm_all_reduce(nullptr), &message) == ACCEL_STATUS_INVALID_ARGUMENT,
          "null args");
+
+  // The store is never NULL, even for one rank: a plugin must refuse it, not crash or
+  // wait. It fails before any rendezvous, so the other ranks need not take part.
+  accel_comm_create_args create{};
+  create.struct_size = ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE;
+  create.rank = g.rank;
+  create.world_size = g.world;
+  create.local_rank = g.rank;
+  create.local_world_size = g.world;
+  create.timeout_ms = 2000;
+  create.store = nullptr;
+  WCHECK(take(g.api->comm_create(&create), &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
+             message.find("store") != std::string::npos,
+         "comm_create with a NULL store: %s", message.c_str());
+  if (create.comm != nullptr) take(g.api->comm_destroy(create.comm));
 }
 
 // A latency bound in ms, times --time_scale (sanitizer builds, emulators, loaded CI).

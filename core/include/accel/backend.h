@@ -147,7 +147,12 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_HOST_API_STRUCT_SIZE, accel_host_api, log);
 
 /* The host's rendezvous key-value store (LibTorch's c10d::TCPStore behind it),
  * passed to comm_create. Keys are NUL-terminated and already namespaced by the
- * host for this communicator; values are bytes. Thread-safe. */
+ * host for this communicator; values are bytes. Thread-safe.
+ * set and get are always there. add and remove are optional: a host may pass a
+ * store whose struct_size ends at get (as 1.0 hosts may), or set them NULL, so a
+ * plugin must rendezvous with set and get alone and use add or remove only when
+ * struct_size covers them and they are not NULL (the conformance kit's small_store
+ * scenario passes such a store). */
 typedef void (*accel_kv_value_fn)(void* sink_data, const void* value, size_t value_size);
 typedef struct accel_kv_store {
   size_t struct_size;
@@ -331,10 +336,14 @@ typedef struct accel_comm_create_args {
   int32_t local_rank; /* rank among the processes on this machine */
   int32_t local_world_size;
   int32_t device; /* device index this process uses */
-  /* The rendezvous store; owned by the host and valid until comm_destroy returns. */
+  /* The rendezvous store; owned by the host and valid until comm_destroy returns.
+   * Never NULL, even for world_size 1: a NULL store is INVALID_ARGUMENT naming
+   * "store", returned at once, before any rendezvous. */
   const accel_kv_store* store;
   /* Every collective on this communicator fails with ACCEL_STATUS_TIMEOUT, naming
-   * the operation and this timeout, when peers have not taken part within it.
+   * the operation and this timeout, when peers have not taken part within it: the
+   * message holds the call's name ("all_reduce") and the timeout as "<N> ms", and
+   * comes within a few seconds of the deadline (the conformance kit allows 3 s).
    * <= 0: the plugin's default (at most 30 minutes), which it documents. */
   int64_t timeout_ms;
   /* Address or interface name to bind for transports that listen (gloo's TCP);
@@ -369,6 +378,12 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE, accel_comm_create_a
  * communicator, whatever stream each is enqueued on: every rank must issue the
  * same collectives in the same order. send and recv are matched separately, per
  * (peer, tag); tag must be >= 0.
+ *
+ * Bad arguments fail at the call with ACCEL_STATUS_INVALID_ARGUMENT, whose message
+ * names the field: "comm" (NULL), "recv.count" and "recv.dtype" (not matching send
+ * as the rules above say), "root" and "peer" (outside 0..world-1), "args->op" (AVG on
+ * ACCEL_DTYPE_BOOL). A send to, or recv from, this process's own rank is
+ * INVALID_ARGUMENT naming "peer": point-to-point is between two ranks.
  */
 typedef struct accel_collective_args {
   size_t struct_size;
@@ -537,12 +552,19 @@ typedef struct accel_backend_api {
   accel_error* (*comm_create)(accel_comm_create_args* args);
   /* Waits for outstanding work (each bounded by the communicator's timeout), then
    * frees. To tear down a communicator whose peers are gone, comm_abort first. NULL
-   * is a no-op. */
+   * is a no-op. Bounded even without an abort: when queued work makes no progress
+   * (a peer never joins, a host function blocks), comm_destroy returns after the
+   * communicator's timeout plus a short grace (the conformance kit allows 6 s),
+   * aborting the communicator; work still queued then fails ACCEL_STATUS_ABORTED
+   * on its stream. With nothing outstanding it returns promptly (the kit: 3 s). */
   accel_error* (*comm_destroy)(accel_comm* comm);
   /* Thread-safe, callable from any thread while another is blocked in a collective:
-   * pending and later operations fail with ACCEL_STATUS_ABORTED. Idempotent. It
-   * closes this rank's connections, so peers' pending operations fail too (with
-   * ACCEL_STATUS_UNAVAILABLE: "lost connection to rank N"). */
+   * pending and later operations fail with ACCEL_STATUS_ABORTED, promptly (the
+   * conformance kit allows 2 s), and comm_get_async_error reports ABORTED. Idempotent.
+   * It closes this rank's connections, so the peers' pending operations, and every
+   * later one on their communicators, fail too, with ACCEL_STATUS_UNAVAILABLE
+   * ("lost connection to rank N"; the kit allows 5 s), never a hang until the
+   * timeout. */
   accel_error* (*comm_abort)(accel_comm* comm);
   /* The first error of asynchronous work on the communicator; NULL if none.
    * Never blocks. Ownership of the returned error goes to the caller. */
