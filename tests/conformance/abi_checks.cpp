@@ -177,6 +177,14 @@ void run_abi_checks(const std::string& plugin_path, int* passed, int* failed) {
   report(api->abi_major == ACCEL_ABI_VERSION_MAJOR, "ABI major matches the host's",
          "plugin " + std::to_string(api->abi_major) + ", host " +
              std::to_string(ACCEL_ABI_VERSION_MAJOR));
+  if (api->abi_major != ACCEL_ABI_VERSION_MAJOR) {
+    // Only struct_size and the versions keep their place across majors: the rest of
+    // the table is another layout, so nothing in it is called (init included).
+    std::printf("(a table of ABI major %u is not read past its versions; rebuild the plugin "
+                "against this SDK's backend.h, ABI %d.%d)\n",
+                api->abi_major, ACCEL_ABI_VERSION_MAJOR, ACCEL_ABI_VERSION_MINOR);
+    return;
+  }
   report(
       api->struct_size >= ACCEL_BACKEND_API_STRUCT_SIZE_1_0, "table struct_size covers ABI 1.0",
       std::to_string(api->struct_size) + " < " + std::to_string(ACCEL_BACKEND_API_STRUCT_SIZE_1_0));
