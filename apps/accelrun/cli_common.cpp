@@ -12,9 +12,27 @@ void PluginFlags::add_to(po::options_description& options) {
       "development only: load plugins that are world-writable or owned by another user");
 }
 
+std::filesystem::path plugin_dir_flag(const std::string& dir) {
+  if (dir.empty()) throw UsageError("--plugin-dir: an empty directory name", "remove it");
+  std::error_code error;
+  const auto status = std::filesystem::status(dir, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    throw UsageError("--plugin-dir " + dir + ": no such directory",
+                     "check the path (a plugin directory holds libbackend_<name>.so files), or "
+                     "drop the flag");
+  }
+  if (error) throw UsageError("--plugin-dir " + dir + ": " + error.message(), "check the path");
+  if (status.type() != std::filesystem::file_type::directory) {
+    throw UsageError("--plugin-dir " + dir + ": not a directory",
+                     "pass the directory that holds the plugin; `accelrun plugins check FILE` "
+                     "checks one plugin file");
+  }
+  return dir;
+}
+
 accel::SearchOptions PluginFlags::search_options() const {
   accel::SearchOptions search;
-  for (const auto& dir : plugin_dirs) search.cli_dirs.emplace_back(dir);
+  for (const auto& dir : plugin_dirs) search.cli_dirs.push_back(plugin_dir_flag(dir));
   search.config_dirs = config_plugin_dirs();
   return search;
 }

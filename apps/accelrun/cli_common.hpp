@@ -33,6 +33,10 @@ class UsageError : public std::runtime_error {
   std::string fix_;
 };
 
+// One --plugin-dir value, checked: a directory that does not exist, or a file, is a
+// UsageError naming it (a typo must not leave the search silently without it).
+std::filesystem::path plugin_dir_flag(const std::string& dir);
+
 // --plugin-dir (repeatable) and --allow-untrusted-plugins.
 struct PluginFlags {
   std::vector<std::string> plugin_dirs;

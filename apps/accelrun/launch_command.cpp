@@ -284,8 +284,7 @@ int run_split(const Split& split, const char* command) {
   for (const auto& dirs : f.plugin_dirs) {
     std::stringstream list(dirs);
     for (std::string dir; std::getline(list, dir, ':');) {
-      if (dir.empty()) throw UsageError("--plugin-dir: an empty directory name", "remove it");
-      request.plugin_dirs.emplace_back(dir);
+      request.plugin_dirs.push_back(plugin_dir_flag(dir));
     }
   }
   request.load.allow_untrusted = f.allow_untrusted;

@@ -204,6 +204,27 @@ TEST(PluginsCheck, WorldWritableIsRefusedUnlessOverridden) {
   EXPECT_TRUE(contains(allowed.out, "ok    trust: OVERRIDDEN")) << allowed.out;
 }
 
+// A --plugin-dir typo used to leave the search silently without it: every command that
+// takes the flag names the path and exits 2, before it loads or launches anything.
+TEST(Plugins, NonexistentOrFilePluginDirIsAUsageErrorNamingIt) {
+  const std::string missing = (config_home() / "no_such_plugins").string();
+  const std::string file = ACCEL_TEST_C_PLUGIN;
+  for (const std::string& command : {std::string("plugins"), std::string("env"),
+                                     std::string("plugins --json"), std::string("launch")}) {
+    const std::string tail = command == "launch" ? " --cpu ./libtrain.so" : "";
+    const CliRun absent = accelrun(command + " --plugin-dir '" + missing + "'" + tail);
+    EXPECT_EQ(absent.exit_code, 2) << command << "\n" << absent.out;
+    EXPECT_TRUE(contains(absent.out, "--plugin-dir " + missing + ": no such directory"))
+        << command << "\n"
+        << absent.out;
+    const CliRun not_dir = accelrun(command + " --plugin-dir '" + file + "'" + tail);
+    EXPECT_EQ(not_dir.exit_code, 2) << command << "\n" << not_dir.out;
+    EXPECT_TRUE(contains(not_dir.out, "--plugin-dir " + file + ": not a directory"))
+        << command << "\n"
+        << not_dir.out;
+  }
+}
+
 // One rank is a world the kit accepts: the scenarios that need a peer are skipped
 // with a line that names them, and everything else must still pass.
 TEST(PluginsTest, OneRankRunsTheKitAndSkipsThePeerScenariosByName) {
