@@ -68,6 +68,26 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+// Shared libraries in the search path that discovery passes over because of their name:
+// a plugin built as libacme.so would otherwise vanish without a word.
+std::vector<std::filesystem::path> misnamed_libraries(const accel::PluginRegistry& registry) {
+  std::vector<std::filesystem::path> found;
+  for (const auto& dir : registry.search_path().dirs) {
+    if (!dir.exists) continue;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir.dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::error_code type_ec;
+      if (!it->is_regular_file(type_ec)) continue;
+      const std::string name = it->path().filename().string();
+      const bool library = name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0;
+      if (library && !accel::backend_name_from_file(it->path())) found.push_back(it->path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 void print_listing(const accel::PluginRegistry& registry) {
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "VERSION", "ABI", "DEVICES", "STATUS", "PATH"}};
@@ -96,6 +116,11 @@ void print_listing(const accel::PluginRegistry& registry) {
     for (const auto& warning : d.warnings) std::cout << "    warning: " << warning << "\n";
   }
   for (const auto& note : registry.search_path().notes) std::cout << "note: " << note << "\n";
+  for (const auto& file : misnamed_libraries(registry)) {
+    std::cout << "note: " << file.string()
+              << " is not a plugin candidate: plugin files are named libbackend_<name>.so "
+                 "(if it is a plugin, rename it; `accelrun plugins check FILE` says to what)\n";
+  }
 }
 
 json to_json(const PluginDiagnostic& d) {
@@ -147,9 +172,12 @@ void print_json(const accel::PluginRegistry& registry) {
   }
   json candidates = json::array();
   for (const auto& d : registry.candidates()) candidates.push_back(to_json(d));
+  json misnamed = json::array();
+  for (const auto& file : misnamed_libraries(registry)) misnamed.push_back(file.string());
   const json out = {{"host_abi", accel::host_abi_version().str()},
                     {"search_path", dirs},
                     {"notes", registry.search_path().notes},
+                    {"misnamed_libraries", misnamed},
                     {"candidates", candidates}};
   std::cout << out.dump(2) << "\n";
 }

@@ -225,6 +225,28 @@ TEST(Plugins, NonexistentOrFilePluginDirIsAUsageErrorNamingIt) {
   }
 }
 
+// A plugin built as libacme.so loads, but no search finds it: `plugins check` says so
+// with the name to use, and `plugins` notes the file instead of passing over it.
+TEST(Plugins, AMisnamedLibraryIsNotedAndNotCalledUsable) {
+  const fs::path dir = config_home() / "misnamed";
+  fs::create_directories(dir);
+  const fs::path file = dir / "libacme.so";
+  fs::copy_file(ACCEL_TEST_C_PLUGIN, file, fs::copy_options::overwrite_existing);
+  const CliRun check = accelrun("plugins check '" + file.string() + "'");
+  EXPECT_EQ(check.exit_code, 1) << check.out;
+  EXPECT_TRUE(contains(check.out, "which no plugin search finds")) << check.out;
+  EXPECT_TRUE(contains(check.out, "rename it to libbackend_c.so")) << check.out;
+  EXPECT_TRUE(contains(check.out, "Result: not usable")) << check.out;
+  const CliRun list = accelrun("plugins --plugin-dir '" + dir.string() + "'");
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_TRUE(contains(list.out, "note: " + file.string() + " is not a plugin candidate"))
+      << list.out;
+  const CliRun json_run = accelrun("plugins --json --plugin-dir '" + dir.string() + "'");
+  const auto j = nlohmann::json::parse(json_run.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json_run.out;
+  EXPECT_EQ(j["misnamed_libraries"], nlohmann::json::array({file.string()})) << json_run.out;
+}
+
 // One rank is a world the kit accepts: the scenarios that need a peer are skipped
 // with a line that names them, and everything else must still pass.
 TEST(PluginsTest, OneRankRunsTheKitAndSkipsThePeerScenariosByName) {

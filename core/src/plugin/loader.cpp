@@ -167,7 +167,15 @@ struct PluginLoader {
     }
     if (out.name == nullptr || *out.name == '\0') return fail("info", "info_get returned no name");
     const auto file_name = backend_name_from_file(d.path);
-    if (file_name && *file_name != out.name) {
+    if (!file_name) {
+      // It would load here, but no search ever finds it: `plugins` passes over it and
+      // `--backend` cannot name it, so "usable" would be a promise the runtime breaks.
+      return fail("info", "the file is named '" + d.path.filename().string() +
+                              "', which no plugin search finds (they look for "
+                              "libbackend_<name>.so); rename it to libbackend_" +
+                              std::string(out.name) + ".so");
+    }
+    if (*file_name != out.name) {
       return fail("info", "the plugin calls itself '" + std::string(out.name) +
                               "' but its file is named for '" + *file_name +
                               "'; rename the file to libbackend_" + out.name + ".so");
