@@ -29,7 +29,7 @@ const PluginDiagnostic& bad(const std::string& name) {
 
 TEST(BadPlugins, EveryCandidateHasADiagnosticAndTheGoodOnesLoad) {
   const auto& registry = bad_registry();
-  EXPECT_EQ(registry.candidates().size(), 16u);
+  EXPECT_EQ(registry.candidates().size(), 17u);
   std::vector<std::string> loaded;
   for (const auto& plugin : registry.plugins()) loaded.push_back(plugin->name());
   std::sort(loaded.begin(), loaded.end());
@@ -99,6 +99,19 @@ TEST(BadPlugins, MissingEntrySymbol) {
   EXPECT_EQ(failed_stage(d), "entry symbol");
   EXPECT_EQ(d.missing_symbol, ACCEL_BACKEND_ENTRY_SYMBOL);
   EXPECT_TRUE(contains(d.error, "undefined symbol: accel_backend_get_api")) << d.error;
+  // Misspelt, it is local by the version script: exporting is not the fix, the name is.
+  EXPECT_TRUE(contains(d.error,
+                       "the library defines accel_backend_get_api_misspelled but no "
+                       "accel_backend_get_api: the entry must have exactly that name"))
+      << d.error;
+  EXPECT_FALSE(contains(d.error, "declare it with ACCEL_PLUGIN_EXPORT")) << d.error;
+}
+
+TEST(BadPlugins, HiddenEntrySymbolIsToldToExportIt) {
+  const auto& d = bad("hidden_entry");
+  EXPECT_EQ(failed_stage(d), "entry symbol");
+  EXPECT_TRUE(contains(d.error, "accel_backend_get_api is defined but not exported")) << d.error;
+  EXPECT_TRUE(contains(d.error, "declare it with ACCEL_PLUGIN_EXPORT")) << d.error;
 }
 
 TEST(BadPlugins, AbiMajorTooOld) {

@@ -2,7 +2,9 @@
 #include "plugin/elf_check.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #if defined(__linux__)
@@ -81,9 +83,65 @@ std::string elf_problem(const std::filesystem::path& file) {
   return extent_problem(header, segments, size);
 }
 
+SymbolReport symbol_report(const std::filesystem::path& file, const std::string& name,
+                           const std::string& stem) {
+  using Shdr = ElfW(Shdr);
+  using Sym = ElfW(Sym);
+  SymbolReport report;
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Ehdr header{};
+  if (bytes.size() < sizeof header) return report;
+  std::copy_n(bytes.data(), sizeof header, reinterpret_cast<char*>(&header));
+  if (!header_problem(header, bytes).empty()) return report;
+  const auto inside = [&](uint64_t offset, uint64_t length) {
+    return offset <= bytes.size() && length <= bytes.size() - offset;
+  };
+  if (header.e_shentsize != sizeof(Shdr) ||
+      !inside(header.e_shoff, uint64_t{header.e_shnum} * sizeof(Shdr))) {
+    return report;
+  }
+  std::vector<Shdr> sections(header.e_shnum);
+  std::copy_n(bytes.data() + header.e_shoff, sections.size() * sizeof(Shdr),
+              reinterpret_cast<char*>(sections.data()));
+  for (const Shdr& table : sections) {
+    if (table.sh_type != SHT_SYMTAB && table.sh_type != SHT_DYNSYM) continue;
+    if (table.sh_type == SHT_SYMTAB) report.symtab = true;
+    if (table.sh_link >= sections.size() || table.sh_entsize != sizeof(Sym)) continue;
+    const Shdr& strings = sections[table.sh_link];
+    if (!inside(table.sh_offset, table.sh_size) || !inside(strings.sh_offset, strings.sh_size)) {
+      continue;
+    }
+    for (uint64_t at = 0; at + sizeof(Sym) <= table.sh_size; at += sizeof(Sym)) {
+      Sym symbol{};
+      std::copy_n(bytes.data() + table.sh_offset + at, sizeof symbol,
+                  reinterpret_cast<char*>(&symbol));
+      if (symbol.st_shndx == SHN_UNDEF || symbol.st_name >= strings.sh_size) continue;
+      const char* start = bytes.data() + strings.sh_offset + symbol.st_name;
+      const std::string symbol_name(start, strnlen(start, strings.sh_size - symbol.st_name));
+      const int binding = ELF64_ST_BIND(symbol.st_info);
+      if (symbol_name == name) {
+        report.defined = true;
+        report.exported |= (binding == STB_GLOBAL || binding == STB_WEAK) &&
+                           ELF64_ST_VISIBILITY(symbol.st_other) == STV_DEFAULT;
+      } else if (ELF64_ST_TYPE(symbol.st_info) == STT_FUNC &&
+                 symbol_name.find(stem) != std::string::npos &&
+                 std::find(report.similar.begin(), report.similar.end(), symbol_name) ==
+                     report.similar.end()) {
+        report.similar.push_back(symbol_name);
+      }
+    }
+  }
+  return report;
+}
+
 #else
 
 std::string elf_problem(const std::filesystem::path&) { return ""; }
+
+SymbolReport symbol_report(const std::filesystem::path&, const std::string&, const std::string&) {
+  return {};
+}
 
 #endif
 

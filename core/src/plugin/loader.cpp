@@ -16,6 +16,29 @@ namespace accel {
 
 static std::string shown(const std::string& text) { return text.empty() ? "unknown" : text; }
 
+// Why dlsym found no entry, from the file's own symbol tables: "export it" is the fix
+// only when the entry exists but is hidden; a misspelt entry is local because
+// accel_add_plugin's version script exports that one exact name.
+static std::string missing_entry_fix(const fs::path& file) {
+  const std::string entry = ACCEL_BACKEND_ENTRY_SYMBOL;
+  const SymbolReport symbols = symbol_report(file, entry, "accel_backend");
+  if (symbols.defined && !symbols.exported) {
+    return entry +
+           " is defined but not exported (hidden or local): declare it with "
+           "ACCEL_PLUGIN_EXPORT, and list it under global: in a version script if you use one";
+  }
+  if (!symbols.similar.empty()) {
+    std::string names;
+    for (const auto& name : symbols.similar) names += (names.empty() ? "" : ", ") + name;
+    return "the library defines " + names + " but no " + entry +
+           ": the entry must have exactly that name (accel_add_plugin's version script "
+           "exports only it)";
+  }
+  return "define ACCEL_PLUGIN_EXPORT const accel_backend_api* " + entry +
+         "(const accel_host_api* host)" +
+         (symbols.symtab ? "" : "; the file is stripped, so its other symbols cannot be shown");
+}
+
 struct PluginLoader {
   const LoadOptions& options;
   PluginDiagnostic& d;
@@ -86,7 +109,7 @@ struct PluginLoader {
     if (symbol == nullptr) {
       return fail("entry symbol",
                   "missing symbol " + std::string(ACCEL_BACKEND_ENTRY_SYMBOL) + ": " + error +
-                      " (export it with ACCEL_PLUGIN_EXPORT)",
+                      " (" + missing_entry_fix(d.path) + ")",
                   ACCEL_BACKEND_ENTRY_SYMBOL);
     }
     get_api = reinterpret_cast<accel_backend_get_api_fn>(symbol);
