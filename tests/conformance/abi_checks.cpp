@@ -180,9 +180,10 @@ void run_abi_checks(const std::string& plugin_path, int* passed, int* failed) {
   if (api->abi_major != ACCEL_ABI_VERSION_MAJOR) {
     // Only struct_size and the versions keep their place across majors: the rest of
     // the table is another layout, so nothing in it is called (init included).
-    std::printf("(a table of ABI major %u is not read past its versions; rebuild the plugin "
-                "against this SDK's backend.h, ABI %d.%d)\n",
-                api->abi_major, ACCEL_ABI_VERSION_MAJOR, ACCEL_ABI_VERSION_MINOR);
+    std::printf(
+        "(a table of ABI major %u is not read past its versions; rebuild the plugin "
+        "against this SDK's backend.h, ABI %d.%d)\n",
+        api->abi_major, ACCEL_ABI_VERSION_MAJOR, ACCEL_ABI_VERSION_MINOR);
     return;
   }
   report(
