@@ -387,10 +387,7 @@ accel_error* point_to_point(const accel_collective_args* args, bool sending) {
   accel_comm* comm = args->comm;
   const accel_buffer& buffer = sending ? args->send : args->recv;
   accel_error* error = check_buffer(buffer, sending ? "send" : "recv");
-  if (!error) error = check_rank_field("peer", args->peer, comm->world);
-  if (!error && args->peer == comm->rank) {
-    error = invalid("args->peer is this process's own rank " + std::to_string(comm->rank));
-  }
+  if (!error) error = check_peer_and_tag(args, comm->rank, comm->world);
   if (error) return with_call(call, error);
   void* data = buffer.data;
   const size_t bytes = buffer.count * dtype_size(buffer.dtype);

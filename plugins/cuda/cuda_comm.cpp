@@ -715,15 +715,7 @@ accel_error* point_to_point(const accel_collective_args* args, bool sending) {
   accel_comm* comm = args->comm;
   const accel_buffer& buffer = sending ? args->send : args->recv;
   accel_error* error = check_device_buffer(buffer, sending ? "send" : "recv", comm->device);
-  if (!error) error = check_rank_field("peer", args->peer, comm->world);
-  if (!error && args->peer == comm->rank) {
-    error = make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                       "args->peer is this process's own rank " + std::to_string(comm->rank));
-  }
-  if (!error && args->tag < 0) {
-    error = make_error(ACCEL_STATUS_INVALID_ARGUMENT,
-                       "args->tag is " + std::to_string(args->tag) + ", expected >= 0");
-  }
+  if (!error) error = check_peer_and_tag(args, comm->rank, comm->world);
   if (error) return with_call(call, error);
   if (buffer.count == 0) return check_usable(comm, call);
   void* data = buffer.data;

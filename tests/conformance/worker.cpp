@@ -327,6 +327,13 @@ void check_validation() {
   a.peer = g.world;
   WCHECK(refused(g.api->comm_send(&a), "peer"), "send to rank %d of %d: %s", g.world, g.world,
          message.c_str());
+  if (g.world > 1) {  // with one rank every peer is the caller's own
+    a.peer = (g.rank + 1) % g.world;
+    a.tag = -1;
+    WCHECK(refused(g.api->comm_send(&a), "tag"), "send with tag -1: %s", message.c_str());
+    WCHECK(refused(g.api->comm_recv(&a), "tag"), "recv with tag -1: %s", message.c_str());
+    a.tag = 0;
+  }
   a.comm = nullptr;
   WCHECK(refused(g.api->comm_barrier(&a), "comm"), "null comm: %s", message.c_str());
   WCHECK(refused(g.api->comm_all_reduce(nullptr), /*any message*/ ""), "null args");

@@ -485,6 +485,20 @@ inline accel_error* check_rank_field(const char* field, int32_t value, int32_t w
                  std::to_string(world - 1));
 }
 
+// The peer and tag of send / recv, as backend.h states them: peer within 0..world-1 and
+// not the caller's own rank, tag >= 0.
+inline accel_error* check_peer_and_tag(const accel_collective_args* args, int32_t rank,
+                                       int32_t world) {
+  if (accel_error* error = check_rank_field("peer", args->peer, world)) return error;
+  if (args->peer == rank) {
+    return invalid("args->peer is this process's own rank " + std::to_string(rank));
+  }
+  if (args->tag < 0) {
+    return invalid("args->tag is " + std::to_string(args->tag) + ", expected >= 0");
+  }
+  return nullptr;
+}
+
 // ------------------------------------------------------------------ precision
 
 // The query of precision_query: non-NULL, at least its 1.0 size, and asking about F16
