@@ -382,8 +382,9 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_COMM_CREATE_ARGS_STRUCT_SIZE, accel_comm_create_a
  * Bad arguments fail at the call with ACCEL_STATUS_INVALID_ARGUMENT, whose message
  * names the field: "comm" (NULL), "recv.count" and "recv.dtype" (not matching send
  * as the rules above say), "root" and "peer" (outside 0..world-1), "tag" (below 0 on
- * send or recv), "args->op" (AVG on ACCEL_DTYPE_BOOL). A send to, or recv from, this process's own rank is
- * INVALID_ARGUMENT naming "peer": point-to-point is between two ranks.
+ * send or recv), "args->op" (AVG on ACCEL_DTYPE_BOOL). A send to, or recv from,
+ * this process's own rank is INVALID_ARGUMENT naming "peer": point-to-point is
+ * between two ranks.
  */
 typedef struct accel_collective_args {
   size_t struct_size;
