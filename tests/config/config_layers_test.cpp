@@ -84,6 +84,22 @@ TEST(ConfigLayers, EnvironmentChoicesIgnoreCaseAndEmptyMeansUnset) {
   EXPECT_EQ(resolved.origin("num_processes").to_string(), "default");
 }
 
+// One key read as the environment layer reads it: ACCEL_ first, "" unset, text unchecked.
+TEST(ConfigLayers, EnvironmentSettingReadsOneKeyInTheSchemasOrder) {
+  Environment env{{"ACCELERATE_LOG_LEVEL", "DEBUG"}, {"ACCEL_LOG_LEVEL", ""}};
+  auto setting = environment_setting(env, "log_level");
+  ASSERT_TRUE(setting.has_value());
+  EXPECT_EQ(setting->variable, "ACCELERATE_LOG_LEVEL");
+  EXPECT_EQ(setting->text, "DEBUG");
+  env["ACCEL_LOG_LEVEL"] = "loud";
+  setting = environment_setting(env, "log_level");
+  ASSERT_TRUE(setting.has_value());
+  EXPECT_EQ(setting->variable, "ACCEL_LOG_LEVEL");
+  EXPECT_EQ(setting->text, "loud");
+  EXPECT_FALSE(environment_setting(Environment{}, "log_level").has_value());
+  EXPECT_THROW(environment_setting(env, "log_levle"), ConfigError);
+}
+
 TEST(ConfigLayers, EnvironmentErrorsNameTheVariable) {
   ConfigSources sources = isolated();
   sources.environment = Environment{{"ACCEL_NUM_PROCESSES", "four"}};

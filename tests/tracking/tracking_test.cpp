@@ -159,6 +159,7 @@ TEST(Logger, LevelFiltersAndParses) {
   log.debug("now shown");
   EXPECT_NE(c.out.str().find("now shown"), std::string::npos);
   EXPECT_EQ(accel::parse_log_level("warning"), accel::LogLevel::kWarn);
+  EXPECT_EQ(accel::parse_log_level("DEBUG"), accel::LogLevel::kDebug);
   EXPECT_THROW(accel::parse_log_level("loud"), std::invalid_argument);
 }
 
@@ -181,6 +182,33 @@ TEST(Logger, EnvironmentGivesRankAndLevel) {
   EXPECT_EQ(log.process_index(), 2);
   EXPECT_EQ(out.str().find("filtered"), std::string::npos);
   EXPECT_NE(out.str().find("[rank 2/3]"), std::string::npos) << out.str();
+}
+
+// The level comes from the schema's variables for log_level, so the Accelerate-compatible
+// name works for a worker's Logger as it does for accelrun; ACCEL_LOG_LEVEL wins.
+TEST(Logger, AccelerateLogLevelIsHonouredAndAccelLogLevelWins) {
+  std::ostringstream out;
+  accel::LoggerOptions o;
+  o.sink = std::make_shared<spdlog::sinks::ostream_sink_st>(out);
+  ::setenv("ACCELERATE_LOG_LEVEL", "ERROR", 1);
+  accel::Logger quiet("compat", o);
+  quiet.warn("filtered by ACCELERATE_LOG_LEVEL");
+  ::setenv("ACCEL_LOG_LEVEL", "debug", 1);
+  accel::Logger chatty("compat", o);
+  chatty.debug("shown by ACCEL_LOG_LEVEL");
+  ::unsetenv("ACCEL_LOG_LEVEL");
+  ::setenv("ACCELERATE_LOG_LEVEL", "loud", 1);
+  std::string message;
+  try {
+    accel::Logger bad("compat", o);
+  } catch (const std::invalid_argument& error) {
+    message = error.what();
+  }
+  ::unsetenv("ACCELERATE_LOG_LEVEL");
+  EXPECT_EQ(out.str().find("filtered by"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("shown by ACCEL_LOG_LEVEL"), std::string::npos) << out.str();
+  EXPECT_NE(message.find("ACCELERATE_LOG_LEVEL"), std::string::npos) << message;
+  EXPECT_NE(message.find("'loud'"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -73,6 +73,17 @@ ResolvedConfig resolve_config(const ConfigSources& sources);
 // saying where it came from ("# flag --num_processes"). Parses back to the same config.
 std::string format_config_show(const ResolvedConfig& resolved);
 
+// One key as the environment layer of resolve_config reads it: the schema's variables in
+// order (ACCEL_<KEY>, then the Accelerate-compatible one), "" counting as unset. For code
+// that needs one key before, or without, a full resolve (the Logger's level). The text is
+// not checked; nullopt when no variable is set. Throws ConfigError for a key not in the
+// schema.
+struct EnvironmentSetting {
+  std::string variable;  // the variable that gave it, e.g. "ACCELERATE_LOG_LEVEL"
+  std::string text;
+};
+std::optional<EnvironmentSetting> environment_setting(const Environment& env, std::string_view key);
+
 // The config as ACCEL_<KEY> variables (text form), for worker processes: a worker that
 // resolves its config from this environment gets the same RunConfig.
 Environment to_environment(const RunConfig& config);

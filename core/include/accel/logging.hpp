@@ -10,8 +10,9 @@
 // As in Accelerate's get_logger(...).info(..., main_process_only=True), a Logger prints
 // on the main process (rank 0) only unless made with main_process_only = false or
 // viewed through all_processes(). The process comes from RANK and WORLD_SIZE (set by
-// accelrun for its workers; 0 and 1 when absent); the level from ACCEL_LOG_LEVEL
-// ("trace".."error", as the config's log_level; "info" when absent), unless given.
+// accelrun for its workers; 0 and 1 when absent); the level from the config key
+// log_level's variables, ACCEL_LOG_LEVEL then ACCELERATE_LOG_LEVEL ("trace".."error";
+// "info" when neither is set), unless given.
 //
 // Threads: loggers are cheap values that share one spdlog logger; logging is thread safe.
 // Output goes to stderr unless a sink is given (tests pass an ostream sink).
@@ -31,15 +32,16 @@ namespace accel {
 struct LoggerOptions {
   std::optional<int> process_index;  // default: $RANK, else 0
   std::optional<int> num_processes;  // default: $WORLD_SIZE, else 1
-  std::optional<LogLevel> level;     // default: $ACCEL_LOG_LEVEL, else info
+  std::optional<LogLevel> level;     // default: $ACCEL_LOG_LEVEL, $ACCELERATE_LOG_LEVEL, info
   bool main_process_only = true;
   spdlog::sink_ptr sink;  // default: a colour stderr sink
 };
 
 class Logger {
  public:
-  // Throws std::invalid_argument for an unparsable RANK/WORLD_SIZE/ACCEL_LOG_LEVEL, or a
-  // rank outside 0..num_processes-1.
+  // Throws LaunchError for a malformed or inconsistent RANK/WORLD_SIZE (as
+  // decode_worker_rank), std::invalid_argument for an unparsable level variable (named
+  // in the message) or a given rank outside 0..num_processes-1.
   Logger(std::string name, LoggerOptions options = {});
 
   // The same logger printing on every process.
@@ -94,7 +96,8 @@ inline Logger get_logger(std::string name, LoggerOptions options = {}) {
   return Logger(std::move(name), std::move(options));
 }
 
-// "trace".."error" (also "warning") to a LogLevel; std::invalid_argument otherwise.
+// "trace".."error" (also "warning"), case ignored, to a LogLevel; std::invalid_argument
+// otherwise.
 LogLevel parse_log_level(const std::string& text);
 spdlog::level::level_enum to_spdlog(LogLevel level);
 

@@ -115,16 +115,25 @@ static void apply_texts(ResolvedConfig& resolved, const std::map<std::string, st
   }
 }
 
+static std::optional<EnvironmentSetting> first_set(const KeySpec& spec, const Environment& env) {
+  for (auto variable : spec.env_vars) {
+    std::string text = lookup(env, std::string(variable));
+    if (!text.empty()) return EnvironmentSetting{std::string(variable), std::move(text)};
+  }
+  return std::nullopt;
+}
+
 static void apply_environment(ResolvedConfig& resolved, const Environment& env) {
   for (const auto& spec : config::schema()) {
-    for (auto variable : spec.env_vars) {
-      std::string text = lookup(env, std::string(variable));
-      if (text.empty()) continue;
-      apply(resolved,
-            from_text(spec, spec.name, text, {Layer::kEnvironment, std::string(variable), 0, 0}));
-      break;
-    }
+    if (auto setting = first_set(spec, env))
+      apply(resolved, from_text(spec, spec.name, setting->text,
+                                {Layer::kEnvironment, setting->variable, 0, 0}));
   }
+}
+
+std::optional<EnvironmentSetting> environment_setting(const Environment& env,
+                                                      std::string_view key) {
+  return first_set(spec_for(key, {Layer::kEnvironment, "", 0, 0}), env);
 }
 
 // The file to read: --config_file, ACCEL_CONFIG_FILE, or the default one if it exists.

@@ -1,9 +1,10 @@
 // accel::Logger: rank-aware prefixes and main-process filtering over spdlog.
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include <cstdlib>
+#include <cctype>
 #include <stdexcept>
 
+#include "accel/config_layers.hpp"
 #include "accel/logging.hpp"
 #include "accel/worker_env.hpp"
 
@@ -18,13 +19,16 @@ spdlog::sink_ptr default_sink() {
 
 }  // namespace
 
-LogLevel parse_log_level(const std::string& text) {
+LogLevel parse_log_level(const std::string& given) {
+  // Case ignored, as the config's environment layer does: Accelerate users write "DEBUG".
+  std::string text = given;
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (text == "trace") return LogLevel::kTrace;
   if (text == "debug") return LogLevel::kDebug;
   if (text == "info") return LogLevel::kInfo;
   if (text == "warn" || text == "warning") return LogLevel::kWarn;
   if (text == "error") return LogLevel::kError;
-  throw std::invalid_argument("logging: log level '" + text +
+  throw std::invalid_argument("logging: log level '" + given +
                               "' is not one of trace, debug, info, warn, error");
 }
 
@@ -60,8 +64,14 @@ Logger::Logger(std::string name, LoggerOptions options) {
   LogLevel level = LogLevel::kInfo;
   if (options.level) {
     level = *options.level;
-  } else if (const char* env = std::getenv("ACCEL_LOG_LEVEL"); env && *env) {
-    level = parse_log_level(env);
+  } else if (auto setting = environment_setting(current_environment(), "log_level")) {
+    // The schema's variables, so ACCELERATE_LOG_LEVEL works here as it does for accelrun.
+    try {
+      level = parse_log_level(setting->text);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(std::string(error.what()) + " (from " + setting->variable +
+                                  "; set it to one of those or unset it)");
+    }
   }
   main_only_ = options.main_process_only;
   // Not registered in spdlog's global registry: loggers of the same name in one process
