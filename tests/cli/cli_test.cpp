@@ -51,10 +51,12 @@ class CleanUp : public ::testing::Environment {
 };
 const auto* const kCleanUp = ::testing::AddGlobalTestEnvironment(new CleanUp);
 
-CliRun accelrun(const std::string& args, const std::string& env = "") {
+// ENV: "NAME=value ..." words for env(1); WRAPPER: a command that runs BINARY (setpriv).
+CliRun accelrun(const std::string& args, const std::string& env = "",
+                const std::string& wrapper = "", const std::string& binary = ACCELRUN_BINARY) {
   const std::string command = "env -u ACCEL_PLUGIN_PATH XDG_CONFIG_HOME='" +
-                              config_home().string() + "' " + env + " '" ACCELRUN_BINARY "' " +
-                              args + " 2>&1";
+                              config_home().string() + "' " + env + " " + wrapper + " '" + binary +
+                              "' " + args + " 2>&1";
   CliRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -344,6 +346,63 @@ TEST(Usage, VersionNamesTheAbi) {
   const CliRun run = accelrun("--version");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_TRUE(contains(run.out, "plugin ABI " + kHostAbi)) << run.out;
+}
+
+// ------------------------------------------------------------ setuid
+
+// A setuid-root copy of accelrun run as nobody (setpriv), as a site that installs it
+// setuid would have it: the caller's --plugin-dir, ACCEL_PLUGIN_PATH, ACCEL_PLUGIN_DIRS,
+// --allow-untrusted-plugins and config files choose nothing. The same commands run
+// without setuid show that each source would have been used.
+TEST(Setuid, TheCallerChoosesNoPluginOrConfigFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a setuid-root copy of accelrun";
+  if (::access("/usr/bin/setpriv", X_OK) != 0)
+    GTEST_SKIP() << "needs /usr/bin/setpriv (util-linux) to run the copy as nobody";
+  const fs::path dir = config_home() / "setuid";
+  fs::create_directories(dir / "user-plugins");
+  const fs::path binary = dir / "accelrun";
+  fs::copy_file(ACCELRUN_BINARY, binary, fs::copy_options::overwrite_existing);
+  ASSERT_EQ(::chown(binary.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(binary.c_str(), 04755), 0);
+  const fs::path user_plugin = dir / "user-plugins" / "libbackend_c.so";
+  fs::copy_file(ACCEL_TEST_C_PLUGIN, user_plugin, fs::copy_options::overwrite_existing);
+  const fs::path config = dir / "user.toml";
+  std::ofstream(config) << "num_processes = 3\n";
+  const std::string user_dir = (dir / "user-plugins").string();
+  const std::string sources = "ACCEL_PLUGIN_PATH=" + user_dir + " ACCEL_PLUGIN_DIRS=" + user_dir +
+                              " ACCEL_CONFIG_FILE=" + config.string() + " ";
+  auto as_nobody = [&](const std::string& args) {
+    return accelrun(args, sources, "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups",
+                    binary.string());
+  };
+  // The control: without setuid every source is used.
+  const CliRun plain = accelrun("plugins --plugin-dir " + user_dir, sources);
+  EXPECT_TRUE(contains(plain.out, user_plugin.string())) << plain.out;
+  EXPECT_TRUE(contains(accelrun("config show", sources).out, "num_processes = 3"));
+
+  const CliRun plugins = as_nobody("plugins --plugin-dir " + user_dir);
+  if (!contains(plugins.out, "AT_SECURE"))
+    GTEST_SKIP() << "the copy did not run setuid (a nosuid mount?):\n" << plugins.out;
+  EXPECT_EQ(plugins.exit_code, 0) << plugins.out;
+  EXPECT_FALSE(contains(plugins.out, user_plugin.string())) << plugins.out;
+  EXPECT_TRUE(contains(table_line(plugins.out, "cpu"), "available")) << plugins.out;
+  for (const char* ignored :
+       {"note: --plugin-dir ", "note: ACCEL_PLUGIN_PATH ignored: setuid/setgid process (AT_SECURE)",
+        "note: config plugin_dirs "})
+    EXPECT_TRUE(contains(plugins.out, ignored)) << ignored << "\n" << plugins.out;
+
+  const CliRun check = as_nobody("plugins check --allow-untrusted-plugins " + user_plugin.string());
+  EXPECT_NE(check.exit_code, 0) << check.out;
+  EXPECT_TRUE(contains(check.out, "is outside the installed plugin directories")) << check.out;
+
+  const CliRun show = as_nobody("config show");
+  EXPECT_EQ(show.exit_code, 0) << show.out;
+  EXPECT_FALSE(contains(show.out, "num_processes = 3")) << show.out;
+  EXPECT_TRUE(contains(show.out, "# Note: ACCEL_CONFIG_FILE " + config.string() + " ignored"))
+      << show.out;
+  const CliRun flag = as_nobody("config show --config_file " + config.string());
+  EXPECT_NE(flag.exit_code, 0) << flag.out;
+  EXPECT_TRUE(contains(flag.out, "--config_file " + config.string() + " is refused")) << flag.out;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 
 #include "accel/distributed.hpp"
 #include "accel/error.hpp"
+#include "accel/plugin_registry.hpp"
 #include "comm/kv_store.hpp"
 
 extern char** environ;
@@ -453,6 +454,22 @@ std::string error_of(const accel::Environment& env) {
     return e.what();
   }
   return "";
+}
+
+// The worker loads the file its launcher checked, or stops: the launcher's identity of
+// the file travels with its path, and a file replaced since is refused by name.
+TEST(DistributedContext, LoadsOnlyTheFileTheLauncherChecked) {
+  accel::Environment env = single_env();
+  env["ACCEL_BACKEND_PLUGIN_PATH"] = ACCEL_CPU_PLUGIN_PATH;
+  env["ACCEL_BACKEND_PLUGIN_IDENTITY"] = accel::file_identity(ACCEL_CPU_PLUGIN_PATH);
+  EXPECT_EQ(error_of(env), "");
+  env["ACCEL_BACKEND_PLUGIN_IDENTITY"] = "dev 1 inode 2 size 3 mtime 4.000000005";
+  const std::string error = error_of(env);
+  EXPECT_NE(error.find(std::string("cannot use plugin ") + ACCEL_CPU_PLUGIN_PATH),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("not the file the launcher checked (then: dev 1 inode 2"), std::string::npos)
+      << error;
 }
 
 TEST(DistributedContext, BadEnvironmentNamesTheVariable) {

@@ -267,6 +267,32 @@ TEST(ConfigLayers, ExplicitConfigFileMustExist) {
               HasSubstr("cannot read config file /nonexistent/env.toml"));
 }
 
+// A setuid/setgid process (secure injected here; tests/cli runs a real setuid copy) reads
+// no file its caller chose: the flag is refused, the variable and default file noted.
+TEST(ConfigLayers, SecureExecutionReadsNoConfigFileTheCallerChose) {
+  TempDir dir;
+  auto from_env = dir.write("env.toml", "num_processes = 5\n");
+  dir.write("xdg/accelrun/default_config.toml", "num_processes = 6\n");
+  ConfigSources sources = isolated();
+  sources.secure = true;
+  sources.use_default_file = true;
+  sources.environment = Environment{{"ACCEL_CONFIG_FILE", from_env.string()},
+                                    {"XDG_CONFIG_HOME", (dir.path() / "xdg").string()},
+                                    {"ACCEL_NUM_PROCESSES", "2"}};
+  const ResolvedConfig resolved = resolve_config(sources);
+  EXPECT_FALSE(resolved.file);
+  EXPECT_EQ(resolved.config.num_processes, 2);  // the environment's values still count
+  ASSERT_EQ(resolved.notes.size(), 2u);
+  EXPECT_EQ(resolved.notes[0], "ACCEL_CONFIG_FILE " + from_env.string() +
+                                   " ignored: setuid/setgid process (AT_SECURE)");
+  EXPECT_THAT(resolved.notes[1], HasSubstr("default config file ignored"));
+  EXPECT_THAT(format_config_show(resolved), HasSubstr("# Note: ACCEL_CONFIG_FILE "));
+  sources.config_file = from_env;
+  EXPECT_THAT(config_error([&] { resolve_config(sources); }).what(),
+              AllOf(HasSubstr("--config_file " + from_env.string() + " is refused"),
+                    HasSubstr("AT_SECURE")));
+}
+
 TEST(ConfigLayers, DetectedValuesAreCheckedToo) {
   ConfigSources sources = isolated();
   sources.detected = {{"num_processes", "0"}};

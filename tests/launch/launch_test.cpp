@@ -739,6 +739,47 @@ TEST(AccelrunTest, PluginsCommandDoesNotLoadLibTorch) {
 
 // ------------------------------------------------------------ accel::launch
 
+// The launcher's trust decision holds in its workers. Refused, the world-writable copy is
+// named at the default log level while the build tree's plugin runs; allowed with
+// --allow-untrusted-plugins, exec'd workers load that very copy (they used to refuse it,
+// since the flag stopped at the launcher).
+TEST(AccelrunTest, ExecdWorkersLoadTheUntrustedPluginTheLauncherAllowed) {
+  const fs::path open_dir = scratch_dir() / "world-writable";
+  fs::create_directories(open_dir);
+  const fs::path plugin = open_dir / "libbackend_cpu.so";
+  fs::copy_file(fs::path(CPU_PLUGIN_DIR) / "libbackend_cpu.so", plugin,
+                fs::copy_options::overwrite_existing);
+  fs::permissions(open_dir, fs::perms::all);
+  const std::vector<std::string> env = {"ACCEL_LAUNCH_FORK=0", "ACCEL_PLUGIN_PATH="};
+  const std::vector<std::string> args = {"test",
+                                         "--plugin-dir",
+                                         open_dir.string(),
+                                         "--backend",
+                                         "cpu",
+                                         "--num_processes",
+                                         "2",
+                                         "--main_process_port",
+                                         "0"};
+  Launcher refused = run(args, env);
+  const std::string warned = refused.text();
+  EXPECT_EQ(refused.exit_code, 0) << warned;
+  EXPECT_NE(warned.find("accelrun: warning: not using " + plugin.string() + ": refused: "),
+            std::string::npos)
+      << warned;
+  EXPECT_NE(warned.find("world-writable"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("found later in the plugin search path"), std::string::npos) << warned;
+  std::vector<std::string> allowed_args = args;
+  allowed_args.insert(allowed_args.begin() + 1, {"--allow-untrusted-plugins", "--debug"});
+  Launcher allowed = run(allowed_args, env);
+  const std::string out = allowed.text();
+  fs::permissions(open_dir, fs::perms::owner_all);
+  EXPECT_EQ(allowed.exit_code, 0) << out;
+  EXPECT_EQ(last_line(out), "Test is a success") << out;
+  EXPECT_NE(out.find("(flag --backend, " + plugin.string() + ")"), std::string::npos) << out;
+  EXPECT_NE(out.find("first workers exec'd"), std::string::npos) << out;
+  EXPECT_EQ(out.find("not using"), std::string::npos) << out;
+}
+
 accel::LaunchOptions cpu_options(int processes) {
   ::setenv("ACCEL_PLUGIN_PATH", CPU_PLUGIN_DIR, 1);
   accel::LaunchOptions options;

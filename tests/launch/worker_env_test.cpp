@@ -22,6 +22,8 @@ accel::WorkerEnv sample() {
   worker.restart_count = 2;
   worker.run_id = "00000000000000aa";
   worker.plugin_path = "/opt/accel/plugins/libbackend_cuda.so";
+  worker.plugin_identity = "dev 2049 inode 131 size 4096 mtime 1765000000.000000001";
+  worker.plugin_untrusted = true;
   worker.visible_devices_env = "CUDA_VISIBLE_DEVICES";
   worker.visible_devices = "2,3";
   worker.config.backend = "cuda";
@@ -50,6 +52,8 @@ TEST(WorkerEnv, RoundTrip) {
   EXPECT_EQ(vars.at("WORLD_SIZE"), "8");
   EXPECT_EQ(vars.at("CUDA_VISIBLE_DEVICES"), "2,3");
   EXPECT_EQ(vars.at("ACCEL_BACKEND_PLUGIN_PATH"), sent.plugin_path);
+  EXPECT_EQ(vars.at("ACCEL_BACKEND_PLUGIN_IDENTITY"), sent.plugin_identity);
+  EXPECT_EQ(vars.at("ACCEL_BACKEND_PLUGIN_UNTRUSTED"), "1");
   EXPECT_EQ(vars.count("ACCEL_NUM_PROCESSES"), 0u);  // WORLD_SIZE says it
   EXPECT_EQ(vars.count("ACCEL_MAIN_PROCESS_PORT"), 0u);
 
@@ -64,6 +68,8 @@ TEST(WorkerEnv, RoundTrip) {
   EXPECT_EQ(got.restart_count, sent.restart_count);
   EXPECT_EQ(got.run_id, sent.run_id);
   EXPECT_EQ(got.plugin_path, sent.plugin_path);
+  EXPECT_EQ(got.plugin_identity, sent.plugin_identity);
+  EXPECT_TRUE(got.plugin_untrusted);
   EXPECT_EQ(got.config.backend, "cuda");
   EXPECT_EQ(got.config.mixed_precision, accel::MixedPrecision::kBf16);
   EXPECT_EQ(got.config.num_processes, 8);
@@ -79,6 +85,11 @@ TEST(WorkerEnv, ByHandIsRankZeroOfOne) {
   EXPECT_EQ(got.world_size, 1);
   EXPECT_EQ(got.master_addr, "");
   EXPECT_EQ(got.plugin_path, "");
+  EXPECT_EQ(got.plugin_identity, "");
+  EXPECT_FALSE(got.plugin_untrusted);
+  EXPECT_NE(launch_error({{"ACCEL_BACKEND_PLUGIN_UNTRUSTED", "yes"}})
+                .find("ACCEL_BACKEND_PLUGIN_UNTRUSTED is 'yes'; expected an integer 0..1"),
+            std::string::npos);
 }
 
 // The launcher's variables win over an inherited ACCEL_NUM_PROCESSES, and a worker reads

@@ -1,7 +1,9 @@
 // The C plugin loads and answers; errors arrive as accel::BackendError.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "accel/backend.h"
@@ -135,6 +137,59 @@ TEST(LoadPlugin, MissingFileIsADiagnosticNotAnException) {
   EXPECT_FALSE(result.plugin);
   EXPECT_EQ(failed_stage(result.diagnostic), "file");
   EXPECT_TRUE(contains(result.diagnostic.error, "no such file")) << result.diagnostic.error;
+}
+
+// A worker loads the file its launcher checked or nothing: a file replaced since (as a
+// rebuild or an install replaces it) fails the identity stage, naming both identities.
+// A setuid/setgid process (secure injected here; tests/cli runs a real setuid copy) loads
+// nothing from a directory its caller chose, even with the trust override.
+TEST(LoadPlugin, SecureExecutionLoadsOnlyFromThePluginDirectories) {
+  LoadOptions secure;
+  secure.secure = true;
+  secure.allow_untrusted = true;
+  const LoadResult refused = load_plugin(ACCEL_TEST_C_PLUGIN, secure);
+  EXPECT_FALSE(refused.plugin);
+  EXPECT_EQ(failed_stage(refused.diagnostic), "location");
+  EXPECT_TRUE(contains(refused.diagnostic.error,
+                       "is outside the installed plugin directories: "
+                       "a setuid/setgid process (AT_SECURE)"))
+      << refused.diagnostic.error;
+  LoadOptions plain;
+  plain.secure = false;
+  EXPECT_TRUE(load_plugin(ACCEL_TEST_C_PLUGIN, plain).plugin);
+}
+
+TEST(LoadPlugin, ExpectedIdentityRefusesAReplacedFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("accel_identity_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directory(dir);
+  fs::permissions(dir, fs::perms::owner_all);
+  const fs::path file = dir / "libbackend_c.so";
+  fs::copy_file(ACCEL_TEST_C_PLUGIN, file);
+  const std::string checked = file_identity(file);
+  ASSERT_FALSE(checked.empty());
+  LoadOptions same;
+  same.expected_identity = checked;
+  {
+    const LoadResult loaded = load_plugin(file, same);
+    ASSERT_TRUE(loaded.plugin) << loaded.diagnostic.summary();
+    EXPECT_EQ(loaded.plugin->identity(), checked);
+    EXPECT_EQ(loaded.diagnostic.steps.at(1).stage, "identity");
+  }
+  fs::copy_file(ACCEL_TEST_C_PLUGIN, dir / "new.so");
+  fs::rename(dir / "new.so", file);
+  const std::string now = file_identity(file);
+  EXPECT_NE(now, checked);
+  const LoadResult refused = load_plugin(file, same);
+  fs::remove_all(dir);
+  EXPECT_FALSE(refused.plugin);
+  EXPECT_EQ(failed_stage(refused.diagnostic), "identity");
+  const std::string& error = refused.diagnostic.error;
+  EXPECT_TRUE(contains(error, "is not the file the launcher checked")) << error;
+  EXPECT_TRUE(contains(error, "then: " + checked)) << error;
+  EXPECT_TRUE(contains(error, "now: " + now)) << error;
+  EXPECT_EQ(file_identity(dir / "gone.so"), "");
 }
 
 }  // namespace

@@ -60,6 +60,35 @@ TEST_F(SearchPathTest, EnvironmentCanBeTurnedOff) {
   EXPECT_TRUE(plugin_search_path(options).dirs.empty());
 }
 
+// A setuid/setgid process (secure injected here; tests/cli runs a real setuid copy).
+TEST_F(SearchPathTest, SecureExecutionTakesNoDirectoryFromTheCaller) {
+  ::setenv("ACCEL_PLUGIN_PATH", "/tmp/accel_env_a", 1);
+  SearchOptions options;
+  options.cli_dirs = {"/tmp/accel_cli"};
+  options.config_dirs = {"/tmp/accel_config"};
+  options.secure = true;
+  const SearchPath path = plugin_search_path(options);
+  EXPECT_EQ(origins(path), (std::vector<std::string>{"installed"}));
+  ASSERT_EQ(path.notes.size(), 3u);
+  EXPECT_EQ(path.notes[0].rfind("--plugin-dir /tmp/accel_cli ignored: setuid/setgid process", 0),
+            0u)
+      << path.notes[0];
+  EXPECT_NE(path.notes[1].find("config plugin_dirs /tmp/accel_config ignored"), std::string::npos)
+      << path.notes[1];
+  EXPECT_NE(path.notes[2].find("ACCEL_PLUGIN_PATH ignored"), std::string::npos) << path.notes[2];
+}
+
+TEST_F(SearchPathTest, AMissingPluginDirIsNoted) {
+  SearchOptions options;
+  options.cli_dirs = {"/tmp/accel_no_such_dir", build_info::kBuildPluginDir};
+  options.use_environment = false;
+  const SearchPath path = plugin_search_path(options);
+  ASSERT_EQ(path.notes.size(), 1u);
+  EXPECT_EQ(path.notes[0],
+            "--plugin-dir /tmp/accel_no_such_dir is not a directory: no plugins from it "
+            "(check the path)");
+}
+
 TEST(PluginNames, OnlyLibbackendFilesAreCandidates) {
   EXPECT_EQ(backend_name_from_file("/x/libbackend_cpu.so"), std::optional<std::string>("cpu"));
   EXPECT_EQ(backend_name_from_file("libbackend_.so"), std::nullopt);

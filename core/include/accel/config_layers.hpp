@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "accel/run_config.hpp"
 
@@ -50,6 +51,10 @@ struct ConfigSources {
   // What the launcher detected on this machine (e.g. num_processes = device count,
   // backend = best available plugin); below the file, above the schema default.
   std::map<std::string, std::string> detected;
+  // A setuid/setgid process reads no config file its caller chose: config_file is refused,
+  // ACCEL_CONFIG_FILE and the default file (from XDG_CONFIG_HOME or HOME) are ignored with
+  // a note. nullopt = secure_execution(); injectable for tests.
+  std::optional<bool> secure;
 };
 
 struct ResolvedConfig {
@@ -60,6 +65,8 @@ struct ResolvedConfig {
   std::string file_chosen_by;
   // One entry per schema key, plus "backend_options.<name>" for every option.
   std::map<std::string, ConfigOrigin, std::less<>> origins;
+  // What was ignored and why (a setuid process's config file), for the launcher to show.
+  std::vector<std::string> notes;
 
   // The origin of a key; a default origin for keys never set.
   ConfigOrigin origin(std::string_view key) const;

@@ -53,6 +53,10 @@ namespace accel {
 struct DistributedOptions {
   // The plugin: an explicit file (plugin_path) or a backend name found by discovery.
   std::filesystem::path plugin_path;
+  // With plugin_path: the file_identity() it must still have ("" = unchecked), and
+  // whether the launcher overrode its trust check (ignored in a setuid/setgid process).
+  std::string plugin_identity;
+  bool allow_untrusted_plugin = false;
   std::string backend;
   std::vector<std::filesystem::path> plugin_dirs;  // searched before ACCEL_PLUGIN_PATH
   BackendOptions backend_options;                  // init and comm_create

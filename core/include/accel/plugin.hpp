@@ -201,6 +201,8 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   const std::string& name() const noexcept { return info_.name; }
   const PluginInfo& info() const noexcept { return info_; }
   const std::filesystem::path& path() const noexcept { return path_; }
+  // file_identity() of path() when it was loaded (plugin_registry.hpp).
+  const std::string& identity() const noexcept { return identity_; }
   AbiVersion abi_version() const noexcept { return abi_; }
   // The plugin's table copied into the host's layout: entries past the plugin's
   // struct_size (a plugin built on an older minor) read as NULL. struct_size, abi_major
@@ -283,6 +285,7 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   AbiVersion abi_;
   PluginInfo info_;
   std::filesystem::path path_;
+  std::string identity_;
   bool initialized_ = false;
   uint64_t generation_ = 0;
 };

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "accel/plugin.hpp"
+#include "accel/secure_execution.hpp"
 
 namespace accel {
 
@@ -37,6 +38,10 @@ struct SearchOptions {
   std::vector<std::filesystem::path> config_dirs;  // the config's plugin_dirs
   bool use_environment = true;                     // read ACCEL_PLUGIN_PATH
   bool use_default_dirs = true;                    // the installed and build-tree directories
+  // A setuid/setgid process searches only the installed and build-tree directories:
+  // --plugin-dir, ACCEL_PLUGIN_PATH and plugin_dirs are ignored, each with a note.
+  // nullopt = secure_execution(); injectable for tests.
+  std::optional<bool> secure;
 };
 
 struct SearchDir {
@@ -52,6 +57,14 @@ struct SearchPath {
 };
 
 SearchPath plugin_search_path(const SearchOptions& options);
+
+// ------------------------------------------------------------ File identity
+
+// Which file a path named, as "dev D inode I size S mtime SEC.NSEC": equal texts are the
+// same unchanged file. The launcher hands its plugin's identity to each worker
+// (ACCEL_BACKEND_PLUGIN_IDENTITY) so a plugin rebuilt, reinstalled or swapped during a
+// run is refused by the worker rather than run unchecked. "" when stat fails.
+std::string file_identity(const std::filesystem::path& file);
 // <directory of libaccel_core.so>/accel/plugins, found with dladdr.
 std::filesystem::path installed_plugin_dir();
 // "libbackend_cpu.so" -> "cpu"; nullopt for any other file name.
@@ -63,8 +76,16 @@ std::vector<std::filesystem::path> plugin_candidates(const std::filesystem::path
 
 struct LoadOptions {
   // Development only: load plugins that fail the trust check (world-writable, or
-  // owned by another non-root user), with a warning instead of a refusal.
+  // owned by another non-root user), with a warning instead of a refusal. Refused in a
+  // setuid/setgid process (see secure), whose refusal says so.
   bool allow_untrusted = false;
+  // The file_identity() the file must have: a worker loading the plugin its launcher
+  // checked. "" = any. A different file fails the "identity" stage, naming both.
+  std::string expected_identity;
+  // A setuid/setgid process loads only files in the installed or build-tree plugin
+  // directory (the "location" stage) and ignores allow_untrusted: its caller chose the path.
+  // nullopt = secure_execution(); injectable for tests.
+  std::optional<bool> secure;
 };
 
 enum class CandidateStatus {
@@ -100,6 +121,7 @@ struct PluginDiagnostic {
   std::string shadowed_by;                          // path of the plugin that won the name
   std::vector<std::string> warnings;                // loaded anyway: trust overridden, newer minor
   std::vector<CheckStep> steps;
+  std::string identity;  // file_identity() when the file was checked; "" if it was not
 
   bool loaded() const {
     return status == CandidateStatus::kAvailable || status == CandidateStatus::kUnavailable;

@@ -8,11 +8,13 @@
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
 //   ACCEL_RESTART_COUNT, ACCEL_RUN_ID (only when set), ACCEL_BACKEND_PLUGIN_PATH (the
 //   plugin file the launcher checked, so the worker loads that file and discovers
-//   nothing), the plugin's visible-devices variable (e.g. CUDA_VISIBLE_DEVICES), and
-//   the rest of the run config as ACCEL_* (accel::to_environment). The config keys that
-//   restate a torchrun variable (num_processes, num_machines, machine_rank,
-//   main_process_ip, main_process_port) are not encoded: WORLD_SIZE and the others are
-//   the one truth, and decode fills those keys from them.
+//   nothing), ACCEL_BACKEND_PLUGIN_IDENTITY (that file's identity, so a file replaced
+//   since is refused), ACCEL_BACKEND_PLUGIN_UNTRUSTED=1 (the launcher loaded it under
+//   --allow-untrusted-plugins; ignored by a setuid/setgid worker), the plugin's visible-devices
+//   variable (e.g. CUDA_VISIBLE_DEVICES), and the rest of the run config as ACCEL_*
+//   (accel::to_environment). The config keys that restate a torchrun variable (num_processes,
+//   num_machines, machine_rank, main_process_ip, main_process_port) are not encoded: WORLD_SIZE and
+//   the others are the one truth, and decode fills those keys from them.
 //
 // A worker never reads a config file: ACCEL_CONFIG_FILE and the default file are
 // ignored by decode_worker_env (the launcher resolved the file already).
@@ -39,6 +41,8 @@ inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kRestartCount = "ACCEL_RESTART_COUNT";
 inline constexpr const char* kRunId = "ACCEL_RUN_ID";
 inline constexpr const char* kPluginPath = "ACCEL_BACKEND_PLUGIN_PATH";
+inline constexpr const char* kPluginIdentity = "ACCEL_BACKEND_PLUGIN_IDENTITY";
+inline constexpr const char* kPluginUntrusted = "ACCEL_BACKEND_PLUGIN_UNTRUSTED";
 }  // namespace worker_vars
 
 // The rendezvous store key under which the launcher publishes ACCEL_RUN_ID.
@@ -53,8 +57,10 @@ struct WorkerEnv {
   std::string master_addr;  // "" = no store (one process only)
   int master_port = 0;
   int restart_count = 0;
-  std::string run_id;       // "" = no run-id check (the store was up before the worker)
-  std::string plugin_path;  // "" = discover config.backend (a worker run by hand)
+  std::string run_id;             // "" = no run-id check (the store was up before the worker)
+  std::string plugin_path;        // "" = discover config.backend (a worker run by hand)
+  std::string plugin_identity;    // accel::file_identity() of plugin_path; "" = unchecked
+  bool plugin_untrusted = false;  // the launcher overrode the plugin's trust check
   // Encoded only: the plugin reads its own variable (decode leaves both empty).
   std::string visible_devices_env;  // e.g. "CUDA_VISIBLE_DEVICES"; "" = none
   std::string visible_devices;      // e.g. "2,3"

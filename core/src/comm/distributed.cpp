@@ -30,7 +30,10 @@ bool is_loopback(const std::string& address) {
 
 std::shared_ptr<Plugin> load_backend(const DistributedOptions& options) {
   if (!options.plugin_path.empty()) {
-    LoadResult loaded = load_plugin(options.plugin_path);
+    LoadOptions load;
+    load.expected_identity = options.plugin_identity;
+    load.allow_untrusted = options.allow_untrusted_plugin;  // the loader refuses it under setuid
+    LoadResult loaded = load_plugin(options.plugin_path, load);
     if (!loaded.plugin) {
       throw LaunchError("cannot use plugin " + options.plugin_path.string() + ": " +
                         loaded.diagnostic.error);
@@ -145,6 +148,8 @@ DistributedOptions DistributedContext::options_from_environment(const Environmen
   const RunConfig& config = worker.config;
   DistributedOptions options;
   options.plugin_path = worker.plugin_path;
+  options.plugin_identity = worker.plugin_identity;
+  options.allow_untrusted_plugin = worker.plugin_untrusted;
   options.backend = config.backend;
   for (const auto& dir : config.plugin_dirs) options.plugin_dirs.emplace_back(dir);
   for (const auto& [key, value] : config.backend_options)

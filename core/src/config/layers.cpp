@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "accel/config_layers.hpp"
+#include "accel/secure_execution.hpp"
 #include "config/schema.hpp"
 #include "config/text.hpp"
 #include "config/toml_reader.hpp"
@@ -140,6 +141,25 @@ std::optional<EnvironmentSetting> environment_setting(const Environment& env,
 static void choose_file(ResolvedConfig& resolved, const ConfigSources& sources,
                         const Environment& env) {
   std::string from_env = lookup(env, "ACCEL_CONFIG_FILE");
+  if (sources.secure.value_or(secure_execution())) {
+    // Read with privileges the caller lacks, a file it names could leak through our
+    // messages or steer the run; the flags remain.
+    if (sources.config_file) {
+      throw ConfigError("--config_file " + sources.config_file->string() +
+                            " is refused: this is a setuid/setgid process (AT_SECURE), which reads "
+                            "no config file its caller chose; give the settings as flags, or run "
+                            "accelrun without setuid",
+                        "", {});
+    }
+    if (!from_env.empty())
+      resolved.notes.push_back("ACCEL_CONFIG_FILE " + from_env +
+                               " ignored: setuid/setgid process (AT_SECURE)");
+    if (sources.use_default_file)
+      resolved.notes.push_back(
+          "the default config file ignored: setuid/setgid process (AT_SECURE), whose "
+          "XDG_CONFIG_HOME and HOME its caller sets");
+    return;
+  }
   if (sources.config_file) {
     resolved.file = sources.config_file, resolved.file_chosen_by = "flag --config_file";
   } else if (!from_env.empty()) {

@@ -75,6 +75,7 @@ std::string format_config_show(const ResolvedConfig& resolved) {
   out += resolved.file
              ? "# Config file: " + resolved.file->string() + " (" + resolved.file_chosen_by + ")\n"
              : "# Config file: none\n";
+  for (const auto& note : resolved.notes) out += "# Note: " + note + "\n";
   std::vector<std::pair<std::string, std::string>> lines;
   for (const auto& spec : schema()) {
     config::Value value = spec.get(resolved.config);

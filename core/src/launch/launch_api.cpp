@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 
 #include "accel/error.hpp"
 #include "accel/launch.hpp"
@@ -128,6 +129,7 @@ LaunchResult launch(const std::function<int()>& function, const LaunchOptions& o
   input.config_origin = "LaunchOptions::config.backend";
   input.single_machine = true;
   launcher::PreparedLaunch prepared = launcher::prepare_launch(input);
+  for (const auto& note : prepared.notes) std::cerr << "accel::launch: " << note << "\n";
   const RunConfig& config = prepared.config;
   LaunchPlan& plan = prepared.plan;
   if (config.num_processes == 1) return run_in_process(function, config, plan);

@@ -238,6 +238,23 @@ void print_plan(const LaunchPlan& plan, const BackendChoice& choice, const Launc
             << "\n";
 }
 
+// Earlier files of the chosen plugin's name that were refused: first-wins shadowing marks
+// the later ones, so every refused file of that name came before the one used.
+std::vector<std::string> refused_before(const PluginRegistry& registry, const Plugin& chosen) {
+  std::vector<std::string> warnings;
+  for (const auto& d : registry.candidates()) {
+    if (d.status != CandidateStatus::kInvalid || d.path == chosen.path() ||
+        backend_name_from_file(d.path) != std::optional<std::string>(chosen.name()))
+      continue;
+    warnings.push_back("not using " + d.path.string() + ": " + d.error + "; using " +
+                       chosen.path().string() +
+                       ", found later in the plugin search path, instead (`accelrun plugins "
+                       "check " +
+                       d.path.string() + "` for details)");
+  }
+  return warnings;
+}
+
 }  // namespace
 
 PluginRegistry discover_plugins(const std::vector<std::filesystem::path>& cli_dirs,
@@ -280,7 +297,7 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
   // An unsupported mixed precision stops the run here, before any worker starts.
   for (int device : config.gpu_ids.empty() ? std::vector<int>{0} : config.gpu_ids)
     amp::check_supported(*plugin, device, config.mixed_precision);
-  return {plugin, origin};
+  return {plugin, origin, refused_before(registry, *plugin)};
 }
 
 PreparedLaunch prepare_launch(const LaunchInput& input) {
@@ -295,6 +312,7 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
   } else {
     const ResolvedConfig resolved = resolve_config(sources);
     prepared.config = resolved.config;
+    for (const auto& note : resolved.notes) prepared.notes.push_back("note: " + note);
     origin = resolved.origin("backend").to_string();
     rdzv_origin = resolved.origin("rdzv_backend").to_string();
     default_port = resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
@@ -308,6 +326,7 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
   if (input.single_machine && prepared.config.num_machines != 1)
     throw LaunchError("accel::launch runs on one machine: set num_machines to 1");
   const PluginRegistry registry = discover_plugins(input.plugin_dirs, prepared.config, input.load);
+  for (const auto& note : registry.search_path().notes) prepared.notes.push_back("note: " + note);
   if (prepared.config.backend.empty()) {
     std::string detected = detect_backend(registry);
     if (detected.empty()) detected = "cpu";
@@ -321,6 +340,8 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
     }
   }
   prepared.choice = check_backend(registry, prepared.config, origin);
+  for (const auto& warning : prepared.choice.warnings)
+    prepared.notes.push_back("warning: " + warning);
   const Plugin& plugin = *prepared.choice.plugin;
   const auto cluster = input.single_machine ? std::nullopt : detect_cluster(input.env);
   prepared.plan = make_plan(prepared.config, plugin.info().visible_devices_env,
@@ -334,7 +355,10 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
   // two default runs can share a host; machines that must agree keep the configured port.
   if (default_port && prepared.plan.num_machines == 1 && !prepared.plan.cluster)
     prepared.plan.master_port = 0;
+  // The workers load this very file, under the same trust decision (worker_env.hpp).
   prepared.plan.plugin_path = plugin.path().string();
+  prepared.plan.plugin_identity = plugin.identity();
+  prepared.plan.plugin_untrusted = input.load.allow_untrusted;
   return prepared;
 }
 
@@ -347,6 +371,7 @@ int run_launch(const LaunchRequest& request) {
   PreparedLaunch prepared = prepare_launch(input);
   const RunConfig& config = prepared.config;
   const BackendChoice& choice = prepared.choice;
+  for (const auto& note : prepared.notes) std::cerr << "accelrun: " << note << "\n";
   LaunchPlan& plan = prepared.plan;
   const ProgramKind kind = classify_program(request.program);
   // Hosting the store loads LibTorch (slow: docs/performance.md), and so does every worker: on one

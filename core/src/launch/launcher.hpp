@@ -25,6 +25,9 @@ namespace accel::launcher {
 struct BackendChoice {
   std::shared_ptr<Plugin> plugin;
   std::string why;  // "from flag --backend", "detected: best available plugin", ...
+  // Same-named files refused before this one was found: shown at the default log level,
+  // so a refused plugin is never replaced by another one silently.
+  std::vector<std::string> warnings;
 };
 std::string detect_backend(const PluginRegistry& registry);  // "" when none is available
 BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& config,
@@ -52,6 +55,10 @@ struct PreparedLaunch {
   RunConfig config;      // resolved, with the backend chosen
   BackendChoice choice;  // the checked plugin
   LaunchPlan plan;       // with plugin_path set; the store's port may still be 0
+  // "note: ..." for what was ignored and why (a setuid process's --plugin-dir or config
+  // file), then "warning: ..." for the choice's: both front ends show them at the default
+  // log level.
+  std::vector<std::string> notes;
 };
 
 // Config resolution, backend detection (the config's, else the best available plugin,

@@ -152,6 +152,8 @@ Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, i
   worker.restart_count = restart_count;
   worker.run_id = plan.run_id;
   worker.plugin_path = plan.plugin_path;
+  worker.plugin_identity = plan.plugin_identity;
+  worker.plugin_untrusted = plan.plugin_untrusted;
   worker.visible_devices_env = plan.visible_devices_env;
   worker.visible_devices = join(plan.gpu_ids);
   worker.config = workers;

@@ -44,6 +44,8 @@ struct LaunchPlan {
   std::string backend;
   std::string visible_devices_env;  // "" when the plugin has none
   std::string plugin_path;          // the chosen plugin's file: ACCEL_BACKEND_PLUGIN_PATH
+  std::string plugin_identity;      // its file_identity() when checked
+  bool plugin_untrusted = false;    // loaded under --allow-untrusted-plugins
   std::vector<int> gpu_ids;
   uint32_t abi_major = 0;
   std::optional<ClusterRanks> cluster;

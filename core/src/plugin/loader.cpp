@@ -1,9 +1,13 @@
 // load_plugin: every stage of loading one file, each recorded as a CheckStep.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 
 #include "accel/plugin_registry.hpp"
+#include "build_info.hpp"
 #include "plugin/abi_check.hpp"
 #include "plugin/elf_check.hpp"
 #include "plugin/host_api.hpp"
@@ -67,7 +71,50 @@ struct PluginLoader {
     const auto size = fs::file_size(d.path, ec);
     if (!ec && size == 0) return fail("file", "empty file (0 bytes): not a shared library");
     pass("file", std::to_string(size) + " bytes");
+    d.identity = file_identity(d.path);
+    plugin->identity_ = d.identity;
     return true;
+  }
+
+  bool secure() const { return options.secure.value_or(secure_execution()); }
+
+  // A setuid/setgid process runs with privileges its caller lacks, and the caller chose
+  // the path: only the directories the build installed are its to load from.
+  bool check_location() {
+    if (!secure()) return true;
+    std::error_code ec;
+    const fs::path dir = fs::weakly_canonical(d.path, ec).parent_path();
+    std::vector<fs::path> allowed;
+    for (const fs::path& candidate :
+         {installed_plugin_dir(), fs::path(build_info::kBuildPluginDir)}) {
+      const fs::path real = fs::weakly_canonical(candidate, ec);
+      if (candidate.empty() || ec) continue;
+      if (real == dir) {
+        pass("location", "in " + dir.string() + ", a plugin directory of this installation");
+        return true;
+      }
+      if (std::find(allowed.begin(), allowed.end(), real) == allowed.end()) allowed.push_back(real);
+    }
+    std::string names;
+    for (const auto& a : allowed) names += (names.empty() ? "" : " or ") + a.string();
+    return fail("location", d.path.string() +
+                                " is outside the installed plugin directories: a setuid/setgid "
+                                "process (AT_SECURE) loads plugins only from " +
+                                names + "; install the plugin there, or run without setuid");
+  }
+
+  // The launcher's check holds for its workers only if they load the same file.
+  bool check_identity() {
+    const std::string& expected = options.expected_identity;
+    if (expected.empty()) return true;
+    if (d.identity == expected) {
+      pass("identity", "the file the launcher checked (" + expected + ")");
+      return true;
+    }
+    return fail("identity", d.path.string() + " is not the file the launcher checked (then: " +
+                                expected + "; now: " + shown(d.identity) +
+                                "): it was replaced during the run (rebuilt or reinstalled?); "
+                                "restart the run so the launcher checks the new file");
   }
 
   bool check_trust() {
@@ -75,6 +122,11 @@ struct PluginLoader {
     if (verdict.trusted) {
       pass("trust", verdict.reason);
       return true;
+    }
+    if (options.allow_untrusted && secure()) {
+      return fail("trust", "refused: " + verdict.reason +
+                               " (--allow-untrusted-plugins is ignored in a setuid/setgid "
+                               "process: its caller must not choose the code it runs)");
     }
     if (!options.allow_untrusted) {
       return fail("trust", "refused: " + verdict.reason +
@@ -98,6 +150,13 @@ struct PluginLoader {
     std::string error;
     if (!open_library(d.path, plugin->library_->library, error)) {
       return fail("load", "dlopen failed: " + error);
+    }
+    // A file replaced between the checks and dlopen is not the one they passed.
+    const std::string now = file_identity(d.path);
+    if (now != d.identity) {
+      return fail("load", d.path.string() + " changed while it was loaded (checked: " + d.identity +
+                              "; now: " + shown(now) +
+                              "): do not rebuild or reinstall plugins while runs start");
     }
     pass("load", "dlopen(RTLD_NOW | RTLD_LOCAL) succeeded");
     return true;
@@ -260,13 +319,27 @@ struct PluginLoader {
     d.path = fs::absolute(d.path);
     plugin->path_ = d.path;
     plugin->log_name_ = backend_name_from_file(d.path).value_or(d.path.filename().string());
-    const bool ok = check_file() && check_trust() && check_elf() && open() && find_entry() &&
-                    negotiate() && check_size() && check_required() && check_groups() &&
-                    read_info() && probe();
+    const bool ok = check_file() && check_location() && check_identity() && check_trust() &&
+                    check_elf() && open() && find_entry() && negotiate() && check_size() &&
+                    check_required() && check_groups() && read_info() && probe();
     if (!ok) return {nullptr, std::move(d)};
     return {std::move(plugin), std::move(d)};
   }
 };
+
+std::string file_identity(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return "";
+#if defined(__APPLE__)
+  const struct timespec mtime = st.st_mtimespec;
+#else
+  const struct timespec mtime = st.st_mtim;
+#endif
+  char nsec[16];
+  std::snprintf(nsec, sizeof nsec, "%09ld", static_cast<long>(mtime.tv_nsec));
+  return "dev " + std::to_string(st.st_dev) + " inode " + std::to_string(st.st_ino) + " size " +
+         std::to_string(st.st_size) + " mtime " + std::to_string(mtime.tv_sec) + "." + nsec;
+}
 
 LoadResult load_plugin(const fs::path& file, const LoadOptions& options) {
   PluginDiagnostic diagnostic;

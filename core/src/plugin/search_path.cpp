@@ -1,10 +1,5 @@
 // Where plugins are looked for, in the documented order (see plugin_registry.hpp).
 #include <dlfcn.h>
-#if defined(__linux__)
-#include <sys/auxv.h>
-#else
-#include <unistd.h>
-#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -24,16 +19,6 @@ static constexpr std::string_view kPluginSuffix = ".dylib";
 static constexpr std::string_view kPluginSuffix = ".so";
 #endif
 static constexpr std::string_view kPluginPrefix = "libbackend_";
-
-// True in a setuid/setgid (or otherwise secure-execution) process: then the
-// environment must not choose which code we load.
-static bool secure_execution() {
-#if defined(__linux__)
-  return getauxval(AT_SECURE) != 0;
-#else
-  return issetugid() != 0;
-#endif
-}
 
 static std::vector<fs::path> split_path_list(const std::string& list) {
   std::vector<fs::path> dirs;
@@ -73,21 +58,44 @@ fs::path installed_plugin_dir() {
   return library.parent_path() / "accel" / "plugins";
 }
 
-static void add_environment_dirs(SearchPath& path) {
+static void add_environment_dirs(SearchPath& path, bool secure) {
   const char* value = std::getenv("ACCEL_PLUGIN_PATH");
   if (value == nullptr || *value == '\0') return;
-  if (secure_execution()) {
+  if (secure) {
     path.notes.emplace_back("ACCEL_PLUGIN_PATH ignored: setuid/setgid process (AT_SECURE)");
     return;
   }
   for (const auto& dir : split_path_list(value)) add_dir(path, dir, "ACCEL_PLUGIN_PATH");
 }
 
+// A setuid/setgid process takes no plugin directory from its caller: each is noted.
+static void note_ignored(SearchPath& path, const std::vector<fs::path>& dirs,
+                         const std::string& origin) {
+  for (const auto& dir : dirs) {
+    path.notes.push_back(origin + " " + dir.string() +
+                         " ignored: setuid/setgid process (AT_SECURE); it loads plugins only "
+                         "from the installed directory");
+  }
+}
+
 SearchPath plugin_search_path(const SearchOptions& options) {
   SearchPath path;
-  for (const auto& dir : options.cli_dirs) add_dir(path, dir, "--plugin-dir");
-  if (options.use_environment) add_environment_dirs(path);
-  for (const auto& dir : options.config_dirs) add_dir(path, dir, "config plugin_dirs");
+  const bool secure = options.secure.value_or(secure_execution());
+  if (secure) {
+    note_ignored(path, options.cli_dirs, "--plugin-dir");
+    note_ignored(path, options.config_dirs, "config plugin_dirs");
+  } else {
+    for (const auto& dir : options.cli_dirs) {
+      add_dir(path, dir, "--plugin-dir");
+      std::error_code ec;
+      if (!dir.empty() && !fs::is_directory(dir, ec))
+        path.notes.push_back("--plugin-dir " + dir.string() +
+                             " is not a directory: no plugins from it (check the path)");
+    }
+  }
+  if (options.use_environment) add_environment_dirs(path, secure);
+  if (!secure)
+    for (const auto& dir : options.config_dirs) add_dir(path, dir, "config plugin_dirs");
   if (options.use_default_dirs) {
     add_dir(path, installed_plugin_dir(), "installed");
     add_dir(path, build_info::kBuildPluginDir, "build tree");

@@ -61,6 +61,8 @@ Environment encode_worker_env(const WorkerEnv& worker) {
   vars[worker_vars::kMasterPort] = std::to_string(worker.master_port);
   vars[worker_vars::kRestartCount] = std::to_string(worker.restart_count);
   if (!worker.plugin_path.empty()) vars[worker_vars::kPluginPath] = worker.plugin_path;
+  if (!worker.plugin_identity.empty()) vars[worker_vars::kPluginIdentity] = worker.plugin_identity;
+  if (worker.plugin_untrusted) vars[worker_vars::kPluginUntrusted] = "1";
   if (!worker.run_id.empty()) vars[worker_vars::kRunId] = worker.run_id;
   if (!worker.visible_devices_env.empty() && !worker.visible_devices.empty())
     vars[worker.visible_devices_env] = worker.visible_devices;
@@ -87,6 +89,8 @@ WorkerEnv decode_worker_env(const Environment& env) {
   worker.restart_count = int_of(env, worker_vars::kRestartCount, 0, 0, kMaxCount);
   worker.run_id = text_of(env, worker_vars::kRunId);
   worker.plugin_path = text_of(env, worker_vars::kPluginPath);
+  worker.plugin_identity = text_of(env, worker_vars::kPluginIdentity);
+  worker.plugin_untrusted = int_of(env, worker_vars::kPluginUntrusted, 0, 0, 1) == 1;
 
   // The config from ACCEL_* only: no file, and none of the restated keys (an inherited
   // ACCEL_NUM_PROCESSES from the user's shell must not contradict WORLD_SIZE).

@@ -42,7 +42,8 @@ bool check_environment(int rank, int world) {
                             "MASTER_PORT",
                             "ACCEL_BACKEND",
                             "ACCEL_RESTART_COUNT",
-                            "ACCEL_BACKEND_PLUGIN_PATH"};
+                            "ACCEL_BACKEND_PLUGIN_PATH",
+                            "ACCEL_BACKEND_PLUGIN_IDENTITY"};
   for (const char* name : required) {
     if (std::getenv(name) == nullptr || *std::getenv(name) == '\0') {
       std::printf("missing %s\n", name);
