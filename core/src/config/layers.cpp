@@ -155,7 +155,7 @@ static void choose_file(ResolvedConfig& resolved, const ConfigSources& sources,
       resolved.notes.push_back("ACCEL_CONFIG_FILE " + from_env +
                                " ignored: setuid/setgid process (AT_SECURE)");
     if (sources.use_default_file)
-      resolved.notes.push_back(
+      resolved.notes.emplace_back(
           "the default config file ignored: setuid/setgid process (AT_SECURE), whose "
           "XDG_CONFIG_HOME and HOME its caller sets");
     return;

@@ -19,16 +19,16 @@ spdlog::sink_ptr default_sink() {
 
 }  // namespace
 
-LogLevel parse_log_level(const std::string& given) {
+LogLevel parse_log_level(const std::string& text) {
   // Case ignored, as the config's environment layer does: Accelerate users write "DEBUG".
-  std::string text = given;
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (text == "trace") return LogLevel::kTrace;
-  if (text == "debug") return LogLevel::kDebug;
-  if (text == "info") return LogLevel::kInfo;
-  if (text == "warn" || text == "warning") return LogLevel::kWarn;
-  if (text == "error") return LogLevel::kError;
-  throw std::invalid_argument("logging: log level '" + given +
+  std::string lower = text;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "trace") return LogLevel::kTrace;
+  if (lower == "debug") return LogLevel::kDebug;
+  if (lower == "info") return LogLevel::kInfo;
+  if (lower == "warn" || lower == "warning") return LogLevel::kWarn;
+  if (lower == "error") return LogLevel::kError;
+  throw std::invalid_argument("logging: log level '" + text +
                               "' is not one of trace, debug, info, warn, error");
 }
 
