@@ -7,6 +7,7 @@
 #include "accel/communicator.hpp"
 
 #include <ATen/Functions.h>
+#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -470,6 +471,21 @@ TEST(DistributedContext, LoadsOnlyTheFileTheLauncherChecked) {
       << error;
   EXPECT_NE(error.find("not the file the launcher checked (then: dev 1 inode 2"), std::string::npos)
       << error;
+}
+
+// A worker forked from a launcher that had loaded LibTorch kept its thread count; the
+// context applies the launcher's OMP_NUM_THREADS (num_cpu_threads_per_process).
+TEST(DistributedContext, AppliesTheLaunchersCpuThreads) {
+  const int before = at::get_num_threads();
+  const int wanted = before == 1 ? 2 : 1;
+  accel::Environment env = single_env();
+  env["OMP_NUM_THREADS"] = std::to_string(wanted);
+  { accel::DistributedContext ctx = accel::DistributedContext::from_environment(env); }
+  EXPECT_EQ(at::get_num_threads(), wanted);
+  at::set_num_threads(before);
+  env["OMP_NUM_THREADS"] = "4,2";  // an OpenMP list is OpenMP's to read
+  { accel::DistributedContext ctx = accel::DistributedContext::from_environment(env); }
+  EXPECT_EQ(at::get_num_threads(), before);
 }
 
 TEST(DistributedContext, BadEnvironmentNamesTheVariable) {

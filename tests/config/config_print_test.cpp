@@ -21,6 +21,7 @@ RunConfig unusual_config() {
   RunConfig config;
   config.backend = "my-npu_2";
   config.num_processes = 12;
+  config.num_cpu_threads_per_process = 4096;
   config.num_machines = 3;
   config.machine_rank = 2;
   config.main_process_ip = "fe80::1%eth0";
@@ -167,6 +168,7 @@ TEST(ConfigSchema, EveryKeyHasItsRowAndAccelVariable) {
   EXPECT_EQ(names, (std::vector<std::string>{"compute_environment",
                                              "backend",
                                              "num_processes",
+                                             "num_cpu_threads_per_process",
                                              "num_machines",
                                              "machine_rank",
                                              "main_process_ip",
@@ -187,7 +189,8 @@ TEST(ConfigSchema, EveryKeyHasItsRowAndAccelVariable) {
                                              "resume_from_checkpoint",
                                              "backend_options"}));
   EXPECT_EQ(config_schema()[2].range, "1 to 65535");
-  EXPECT_EQ(config_schema()[11].default_toml, "\"accel_main\"");
+  EXPECT_EQ(config_schema()[3].range, "0 to 4096");
+  EXPECT_EQ(config_schema()[12].default_toml, "\"accel_main\"");
 }
 
 TEST(ConfigSchema, EnumNamesAreTheSchemaChoices) {

@@ -527,6 +527,31 @@ TEST(Launch, APluginThatIsNotForkSafeGetsExecdWorkers) {
       << out;
 }
 
+// num_cpu_threads_per_process reaches forked and exec'd workers as OMP_NUM_THREADS; auto
+// keeps a launcher's OMP_NUM_THREADS and otherwise shares the CPUs among cpu workers.
+TEST(Launch, WorkersGetTheirCpuThreads) {
+  const std::vector<std::string> base = {"--cpu", "--num_processes", "2", "--main_process_port",
+                                         "0"};
+  auto shown = [&](std::vector<std::string> flags, const std::vector<std::string>& env) {
+    flags.insert(flags.end(), {kLib, "--", "--show", "OMP_NUM_THREADS"});
+    Launcher l = run(flags, env);
+    EXPECT_EQ(l.exit_code, 0) << l.text();
+    return l.text();
+  };
+  std::vector<std::string> three = base;
+  three.insert(three.end(), {"--num_cpu_threads_per_process", "3"});
+  for (const char* fork : {"1", "0"}) {
+    const std::string out =
+        shown(three, {std::string("ACCEL_LAUNCH_FORK=") + fork, "OMP_NUM_THREADS=7"});
+    EXPECT_EQ(count(out, "OMP_NUM_THREADS=3\n"), 2) << "fork " << fork << "\n" << out;
+  }
+  EXPECT_EQ(count(shown(base, {"OMP_NUM_THREADS=7"}), "OMP_NUM_THREADS=7\n"), 2);
+  const std::string automatic =
+      "OMP_NUM_THREADS=" + std::to_string(std::max(1, accel::launcher::usable_cpus() / 2)) + "\n";
+  const std::string out = shown(base, {"OMP_NUM_THREADS="});
+  EXPECT_EQ(count(out, automatic), 2) << automatic << out;
+}
+
 TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
                     "fail_first", "--fail_rank", "1"});
@@ -963,6 +988,27 @@ TEST(LaunchPlan, SlurmAndOpenMpiRanks) {
   EXPECT_THROW(
       detect_cluster({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}}),
       std::runtime_error);
+}
+
+TEST(LaunchPlan, CpuThreadsPerProcess) {
+  using accel::launcher::cpu_threads_per_process;
+  accel::RunConfig config;
+  // Auto: the CPUs shared among a machine's cpu workers, 1 per accelerator worker.
+  EXPECT_EQ(cpu_threads_per_process(config, true, 4, {}, 16), 4);
+  EXPECT_EQ(cpu_threads_per_process(config, true, 4, {}, 2), 1);
+  EXPECT_EQ(cpu_threads_per_process(config, false, 8, {}, 64), 1);
+  // Left as it is: one worker, or OMP_NUM_THREADS already chosen ("" counts as unset).
+  EXPECT_EQ(cpu_threads_per_process(config, true, 1, {}, 16), 0);
+  EXPECT_EQ(cpu_threads_per_process(config, true, 4, {{"OMP_NUM_THREADS", "3"}}, 16), 0);
+  EXPECT_EQ(cpu_threads_per_process(config, true, 4, {{"OMP_NUM_THREADS", ""}}, 16), 4);
+  // The key wins over everything.
+  config.num_cpu_threads_per_process = 6;
+  EXPECT_EQ(cpu_threads_per_process(config, false, 1, {{"OMP_NUM_THREADS", "3"}}, 2), 6);
+  EXPECT_GE(accel::launcher::usable_cpus(), 1);
+  accel::launcher::LaunchPlan plan = accel::launcher::make_plan(config, "", 1, std::nullopt, {});
+  EXPECT_EQ(accel::launcher::worker_variables(config, plan, 0, 0).count("OMP_NUM_THREADS"), 0u);
+  plan.cpu_threads = 6;
+  EXPECT_EQ(accel::launcher::worker_variables(config, plan, 0, 0).at("OMP_NUM_THREADS"), "6");
 }
 
 TEST(LaunchPlan, WorkerVariables) {

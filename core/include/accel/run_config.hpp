@@ -40,8 +40,9 @@ std::string_view to_string(LogLevel value);
 // The effective run plan. Member initializers are the schema's defaults.
 struct RunConfig {
   ComputeEnvironment compute_environment = ComputeEnvironment::kLocalMachine;
-  std::string backend;    // plugin name ("cpu", "cuda", "musa"); "" = detect
-  int num_processes = 1;  // total over all machines, as in Accelerate
+  std::string backend;                  // plugin name ("cpu", "cuda", "musa"); "" = detect
+  int num_processes = 1;                // total over all machines, as in Accelerate
+  int num_cpu_threads_per_process = 0;  // OMP_NUM_THREADS of each worker; 0 = auto (schema)
   int num_machines = 1;
   int machine_rank = 0;           // 0 .. num_machines-1; rank 0 hosts the rendezvous
   std::string main_process_ip;    // "" = loopback (one machine only)

@@ -2,6 +2,7 @@
 // environment to an initialised plugin, a store client and the world communicator.
 #include "accel/distributed.hpp"
 
+#include <ATen/Parallel.h>
 #include <c10/core/Device.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -170,9 +171,26 @@ DistributedOptions DistributedContext::options_from_environment(const Environmen
   return options;
 }
 
+namespace {
+
+// OMP_NUM_THREADS as the launcher set it (num_cpu_threads_per_process). A worker forked
+// from a launcher that had loaded LibTorch kept the launcher's thread count, so it is set
+// here too. Anything but a plain positive count (OpenMP's "4,2" lists) is left to OpenMP.
+void apply_cpu_threads(const Environment& env) {
+  const auto it = env.find("OMP_NUM_THREADS");
+  if (it == env.end() || it->second.empty() ||
+      it->second.find_first_not_of("0123456789") != std::string::npos || it->second.size() > 6)
+    return;
+  const int threads = std::stoi(it->second);
+  if (threads > 0 && at::get_num_threads() != threads) at::set_num_threads(threads);
+}
+
+}  // namespace
+
 DistributedContext DistributedContext::from_environment(const Environment& env) {
   RunConfig config;
   DistributedOptions options = options_from_environment(env, &config);
+  apply_cpu_threads(env);
   return DistributedContext(std::move(options), std::move(config));
 }
 

@@ -95,6 +95,14 @@ static std::vector<KeySpec> make_schema() {
       "--num_processes", {"ACCEL_NUM_PROCESSES"}, nullptr,
       [](RunConfig& c, const Value& v) { c.num_processes = as_int(v); },
       [](const RunConfig& c) -> Value { return std::int64_t{c.num_processes}; }});
+  rows.push_back({"num_cpu_threads_per_process", Kind::kInteger, {}, 0, 4096,
+      "CPU threads of each worker (its OMP_NUM_THREADS and LibTorch's intra-op threads), as "
+      "in Accelerate. 0 = auto: an OMP_NUM_THREADS already set is kept; else, with several "
+      "processes on a machine, the CPUs this launcher may use divided among them on the cpu "
+      "backend, 1 on an accelerator (as torchrun); else LibTorch's default.",
+      "--num_cpu_threads_per_process", {"ACCEL_NUM_CPU_THREADS_PER_PROCESS"}, nullptr,
+      [](RunConfig& c, const Value& v) { c.num_cpu_threads_per_process = as_int(v); },
+      [](const RunConfig& c) -> Value { return std::int64_t{c.num_cpu_threads_per_process}; }});
   rows.push_back({"num_machines", Kind::kInteger, {}, 1, 65535,
       "Number of machines taking part.", "--num_machines", {"ACCEL_NUM_MACHINES"}, nullptr,
       [](RunConfig& c, const Value& v) { c.num_machines = as_int(v); },

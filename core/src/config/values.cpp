@@ -243,7 +243,6 @@ static std::optional<std::string> accelerate_hint(std::string_view name) {
       {"debug", "write log_level = \"debug\" instead"},
       {"downcast_bf16", "not supported by accelrun; remove it"},
       {"enable_cpu_affinity", "not supported by accelrun; remove it"},
-      {"num_cpu_threads_per_process", "not supported by accelrun; remove it"},
       {"tpu_env", "accelrun has no TPU support; remove it"},
       {"tpu_use_cluster", "accelrun has no TPU support; remove it"},
       {"tpu_use_sudo", "accelrun has no TPU support; remove it"},

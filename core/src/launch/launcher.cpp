@@ -235,6 +235,10 @@ void print_plan(const LaunchPlan& plan, const BackendChoice& choice, const Launc
                     ? "exec'd"
                     : "exec'd: the plugin's fork safety is " +
                           fork_safety_text(choice.plugin->info().fork_safety))
+            << "\n"
+            << "accelrun: CPU threads per worker: "
+            << (plan.cpu_threads > 0 ? std::to_string(plan.cpu_threads) + " (OMP_NUM_THREADS)"
+                                     : std::string("left as they are"))
             << "\n";
 }
 
@@ -359,6 +363,9 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
   prepared.plan.plugin_path = plugin.path().string();
   prepared.plan.plugin_identity = plugin.identity();
   prepared.plan.plugin_untrusted = input.load.allow_untrusted;
+  prepared.plan.cpu_threads =
+      cpu_threads_per_process(prepared.config, plugin.info().device_type == "cpu",
+                              prepared.plan.local_world_size, input.env, usable_cpus());
   return prepared;
 }
 
@@ -393,6 +400,10 @@ int run_launch(const LaunchRequest& request) {
   for (const auto& dir : request.plugin_dirs) dirs.push_back(dir.string());
   workers.plugin_dirs.insert(workers.plugin_dirs.begin(), dirs.begin(), dirs.end());
   ExecGroup group(plan, workers, kind, request);
+  // OpenMP reads OMP_NUM_THREADS when it is loaded: for workers forked with the training
+  // library preloaded, that is here.
+  if (plan.cpu_threads > 0)
+    ::setenv("OMP_NUM_THREADS", std::to_string(plan.cpu_threads).c_str(), 1);
   if (fork_from_launcher(plan, kind, *choice.plugin)) group.preload();
   if (deferred) {
     group.on_first_spawn([&] {

@@ -1,8 +1,12 @@
 // Launch planning: ranks, cluster detection, worker environments, agreement text.
 #include "launch/plan.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "accel/error.hpp"
 #include "accel/worker_env.hpp"
@@ -157,7 +161,26 @@ Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, i
   worker.visible_devices_env = plan.visible_devices_env;
   worker.visible_devices = join(plan.gpu_ids);
   worker.config = workers;
-  return encode_worker_env(worker);
+  Environment variables = encode_worker_env(worker);
+  if (plan.cpu_threads > 0) variables["OMP_NUM_THREADS"] = std::to_string(plan.cpu_threads);
+  return variables;
+}
+
+int cpu_threads_per_process(const RunConfig& config, bool cpu_backend, int local_world_size,
+                            const Environment& env, int cpus) {
+  if (config.num_cpu_threads_per_process > 0) return config.num_cpu_threads_per_process;
+  if (lookup(env, "OMP_NUM_THREADS") || local_world_size <= 1) return 0;
+  if (!cpu_backend) return 1;
+  return std::max(1, cpus / local_world_size);
+}
+
+int usable_cpus() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 std::vector<std::string> environment_block(const Environment& base, const Environment& overrides) {

@@ -46,6 +46,7 @@ struct LaunchPlan {
   std::string plugin_path;          // the chosen plugin's file: ACCEL_BACKEND_PLUGIN_PATH
   std::string plugin_identity;      // its file_identity() when checked
   bool plugin_untrusted = false;    // loaded under --allow-untrusted-plugins
+  int cpu_threads = 0;              // each worker's OMP_NUM_THREADS; 0 = leave it as it is
   std::vector<int> gpu_ids;
   uint32_t abi_major = 0;
   std::optional<ClusterRanks> cluster;
@@ -60,12 +61,22 @@ LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices
                      uint32_t abi_major, const std::optional<ClusterRanks>& cluster,
                      const Environment& env);
 
+// Each worker's CPU threads (num_cpu_threads_per_process; 0 = auto): the key when set;
+// else 0 (leave it) when OMP_NUM_THREADS is set in `env` or one worker runs here; else
+// `cpus` / local_world_size (at least 1) on the cpu backend and 1 on an accelerator, so
+// N workers do not each start a thread per core.
+int cpu_threads_per_process(const RunConfig& config, bool cpu_backend, int local_world_size,
+                            const Environment& env, int cpus);
+// The CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpus();
+
 // The config the workers see (ACCEL_* via to_environment): the plan's backend, sizes,
 // ranks and the store's real port.
 RunConfig worker_config(const RunConfig& config, const LaunchPlan& plan);
 
 // The variables set for one worker on top of the launcher's environment: the plan's
-// WorkerEnv for that local rank, encoded by encode_worker_env (accel/worker_env.hpp).
+// WorkerEnv for that local rank, encoded by encode_worker_env (accel/worker_env.hpp), and
+// OMP_NUM_THREADS when plan.cpu_threads is set.
 Environment worker_variables(const RunConfig& workers, const LaunchPlan& plan, int local_rank,
                              int restart_count);
 
