@@ -64,7 +64,7 @@ const std::string kDefaultRdzvTimeout =
 struct Flags {
   std::string config_file, grace_period = kDefaultGrace, rdzv_timeout = kDefaultRdzvTimeout;
   std::vector<std::string> plugin_dirs;
-  bool cpu = false, quiet = false, debug = false, allow_untrusted = false;
+  bool cpu = false, multi_gpu = false, quiet = false, debug = false, allow_untrusted = false;
   std::map<std::string, std::string> keys;  // schema key -> the text given for its flag
 };
 
@@ -122,7 +122,10 @@ po::options_description launch_options(Flags& f) {
   o.add_options()("help,h", "this help")("config_file",
                                          po::value(&f.config_file)->value_name("FILE"),
                                          "the TOML config (default: `accelrun config`'s)")(
-      "cpu", po::bool_switch(&f.cpu), "force the CPU backend");
+      "cpu", po::bool_switch(&f.cpu), "force the CPU backend")(
+      "multi_gpu", po::bool_switch(&f.multi_gpu),
+      "as in Accelerate: run on the best available accelerator backend (never the CPU) and, "
+      "without --num_processes, one process per device");
   add_schema_flags(o, f);
   const std::string grace_help =
       "between SIGTERM and SIGKILL when stopping workers (default " + kDefaultGrace + ")";
@@ -221,6 +224,8 @@ accel::ConfigSources config_sources(const Flags& f, const po::variables_map& vm)
   if (f.cpu && given("backend") && sources.flags["backend"] != "cpu")
     throw UsageError("--cpu and --backend " + sources.flags["backend"] + " contradict each other",
                      "pass one of them");
+  if (f.cpu && f.multi_gpu)
+    throw UsageError("--cpu and --multi_gpu contradict each other", "pass one of them");
   if (f.cpu) {
     sources.flags["backend"] = "cpu";
     sources.flag_names["backend"] = "--cpu";
@@ -293,6 +298,7 @@ int run_split(const Split& split, const char* command) {
   request.self = self_executable();
   request.quiet = f.quiet;
   request.debug = f.debug;
+  request.multi_gpu = f.multi_gpu;
   request.grace_period_s = grace_period;
   request.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(rdzv_timeout * 1000));
   return accel::launcher::run_launch(request);

@@ -552,6 +552,33 @@ TEST(Launch, WorkersGetTheirCpuThreads) {
   EXPECT_EQ(count(out, automatic), 2) << automatic << out;
 }
 
+// --multi_gpu, as in Accelerate: the best available accelerator (fakegpu: 2 devices) and,
+// without --num_processes, one process per device; never a silent fall back to the CPU.
+TEST(Launch, MultiGpuPicksTheAcceleratorAndEveryDevice) {
+  Launcher l =
+      run({"--plugin-dir", FAKEGPU_PLUGIN_DIR, "--multi_gpu", "--main_process_port", "0", kLib});
+  const std::string out = l.text();
+  EXPECT_EQ(l.exit_code, 0) << out;
+  EXPECT_NE(out.find("[rank 1] rank 1 of 2, local 1 of 2, group 0, restart 0, backend fakegpu"),
+            std::string::npos)
+      << out;
+  Launcher none = run({"--multi_gpu", kLib});
+  EXPECT_NE(none.exit_code, 0) << none.text();
+  EXPECT_NE(none.text().find("--multi_gpu asks for an accelerator, but no accelerator plugin is "
+                             "usable here; plugins found: "),
+            std::string::npos)
+      << none.text();
+  Launcher cpu = run({"--multi_gpu", "--backend", "cpu", kLib});
+  EXPECT_NE(cpu.text().find("--multi_gpu asks for an accelerator, but backend is cpu (flag "
+                            "--backend)"),
+            std::string::npos)
+      << cpu.text();
+  Launcher both = run({"--multi_gpu", "--cpu", kLib});
+  EXPECT_EQ(both.exit_code, 2) << both.text();
+  EXPECT_NE(both.text().find("--cpu and --multi_gpu contradict each other"), std::string::npos)
+      << both.text();
+}
+
 TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
                     "fail_first", "--fail_rank", "1"});

@@ -24,6 +24,9 @@ struct LaunchRequest {
   std::filesystem::path self;             // the accelrun binary, for `__worker`
   bool quiet = false;
   bool debug = false;  // say what was chosen and why
+  // --multi_gpu, as in Accelerate: the backend must be an accelerator (the best available
+  // one when none is configured), and without a process count every device is used.
+  bool multi_gpu = false;
   double grace_period_s = 5.0;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
 };

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -307,7 +308,8 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
 PreparedLaunch prepare_launch(const LaunchInput& input) {
   PreparedLaunch prepared;
   std::string origin, rdzv_origin;
-  bool default_port = false;  // main_process_port is the schema's, not the user's
+  bool default_port = false;       // main_process_port is the schema's, not the user's
+  bool default_processes = false;  // so is num_processes
   ConfigSources sources = input.sources;
   if (input.config) {
     prepared.config = *input.config;
@@ -320,6 +322,7 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
     origin = resolved.origin("backend").to_string();
     rdzv_origin = resolved.origin("rdzv_backend").to_string();
     default_port = resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
+    default_processes = resolved.origin("num_processes").layer == ConfigOrigin::Layer::kDefault;
   }
   // A documented key the launcher does not implement yet is refused, not ignored.
   if (prepared.config.rdzv_backend == RdzvBackend::kC10d) {
@@ -340,6 +343,28 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
       prepared.config.backend = detected;
     } else {
       sources.detected["backend"] = detected;  // a layer, so the cross-field checks see it
+      prepared.config = resolve_config(sources).config;
+    }
+  }
+  if (input.multi_gpu) {
+    if (prepared.config.backend == "cpu" && origin.rfind("detected", 0) == 0) {
+      throw LaunchError(
+          "--multi_gpu asks for an accelerator, but no accelerator plugin is "
+          "usable here; plugins found: " +
+          backends_found(registry) + " (see `accelrun plugins`); use --cpu to train on the CPU");
+    }
+    if (prepared.config.backend == "cpu") {
+      throw LaunchError("--multi_gpu asks for an accelerator, but backend is cpu (" + origin +
+                        "); drop --multi_gpu or choose an accelerator backend");
+    }
+    // As Accelerate: without a process count, one process per device on each machine.
+    const auto plugin = registry.find(prepared.config.backend);
+    if (default_processes && !input.config && plugin && plugin->availability().available) {
+      const int per_machine = prepared.config.gpu_ids.empty()
+                                  ? plugin->device_count()
+                                  : static_cast<int>(prepared.config.gpu_ids.size());
+      sources.detected["num_processes"] =
+          std::to_string(std::max(1, per_machine) * prepared.config.num_machines);
       prepared.config = resolve_config(sources).config;
     }
   }
@@ -374,6 +399,7 @@ int run_launch(const LaunchRequest& request) {
   input.sources = request.sources;
   input.plugin_dirs = request.plugin_dirs;
   input.load = request.load;
+  input.multi_gpu = request.multi_gpu;
   input.env = current_environment();
   PreparedLaunch prepared = prepare_launch(input);
   const RunConfig& config = prepared.config;

@@ -48,7 +48,8 @@ struct LaunchInput {
   LoadOptions load;
   // accel::launch: num_machines must be 1 and a cluster launcher's ranks are ignored.
   bool single_machine = false;
-  Environment env;  // where cluster ranks (and MASTER_ADDR) are read
+  bool multi_gpu = false;  // LaunchRequest::multi_gpu
+  Environment env;         // where cluster ranks (and MASTER_ADDR) are read
 };
 
 struct PreparedLaunch {
