@@ -63,6 +63,8 @@ const std::string kDefaultRdzvTimeout =
 // the schema's row instead (add_schema_flags), so its help and spelling live in one place.
 struct Flags {
   std::string config_file, grace_period = kDefaultGrace, rdzv_timeout = kDefaultRdzvTimeout;
+  std::string log_dir;
+  int tee = -1;  // -1: not given
   std::vector<std::string> plugin_dirs;
   bool cpu = false, multi_gpu = false, quiet = false, debug = false, allow_untrusted = false;
   std::map<std::string, std::string> keys;  // schema key -> the text given for its flag
@@ -134,9 +136,14 @@ po::options_description launch_options(Flags& f) {
   o.add_options()("grace_period", po::value(&f.grace_period)->value_name("SECONDS"),
                   grace_help.c_str())(
       "rdzv_timeout", po::value(&f.rdzv_timeout)->value_name("SECONDS"), rdzv_help.c_str())(
-      "allow-untrusted-plugins", po::bool_switch(&f.allow_untrusted),
-      "development only: load world-writable plugins")("quiet,q", po::bool_switch(&f.quiet),
-                                                       "show only rank 0's output")(
+      "log_dir", po::value(&f.log_dir)->value_name("DIR"),
+      "also write each rank's output to DIR/attempt_<restart>/rank_<rank>/stdout.log and "
+      "stderr.log (as torchrun and Accelerate)")(
+      "tee", po::value(&f.tee)->value_name("0|1|2|3"),
+      "which streams go to --log_dir: 1 stdout, 2 stderr, 3 both (the default with "
+      "--log_dir), 0 none")("allow-untrusted-plugins", po::bool_switch(&f.allow_untrusted),
+                            "development only: load world-writable plugins")(
+      "quiet,q", po::bool_switch(&f.quiet), "show only rank 0's output")(
       "debug", po::bool_switch(&f.debug), "say what was chosen and why; log_level debug");
   return o;
 }
@@ -299,6 +306,15 @@ int run_split(const Split& split, const char* command) {
   request.quiet = f.quiet;
   request.debug = f.debug;
   request.multi_gpu = f.multi_gpu;
+  if (f.tee < -1 || f.tee > 3)
+    throw UsageError("--tee " + std::to_string(f.tee) + " is not one of 0, 1, 2, 3",
+                     "1 stdout, 2 stderr, 3 both");
+  if (f.tee > 0 && f.log_dir.empty())
+    throw UsageError(
+        "--tee " + std::to_string(f.tee) + " writes each rank's output under --log_dir",
+        "give --log_dir DIR too");
+  request.log_dir = f.log_dir;
+  request.tee = f.log_dir.empty() ? 0 : (f.tee < 0 ? 3 : f.tee);
   request.grace_period_s = grace_period;
   request.rendezvous_timeout = std::chrono::milliseconds(static_cast<int64_t>(rdzv_timeout * 1000));
   return accel::launcher::run_launch(request);

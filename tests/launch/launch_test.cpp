@@ -579,6 +579,39 @@ TEST(Launch, MultiGpuPicksTheAcceleratorAndEveryDevice) {
       << both.text();
 }
 
+// --log_dir (with --tee, as torchrun): every rank's output also to its own files, the
+// quiet ranks' too, unprefixed.
+TEST(Launch, LogDirKeepsEachRanksOutput) {
+  const fs::path logs = scratch_dir() / "logs";
+  fs::remove_all(logs);
+  Launcher l = run({"--cpu", "--num_processes", "2", "--main_process_port", "0", "--quiet",
+                    "--log_dir", logs.string(), kLib, "--", "--mode", "exit3", "--fail_rank", "1"});
+  EXPECT_EQ(l.exit_code, 3) << l.text();
+  const std::string out1 = read_file(logs / "attempt_0" / "rank_1" / "stdout.log");
+  EXPECT_EQ(out1.rfind("rank 1 of 2, local 1 of 2", 0), 0u) << out1;
+  EXPECT_NE(read_file(logs / "attempt_0" / "rank_1" / "stderr.log")
+                .find("failing on purpose with exit code 3\n"),
+            std::string::npos);
+  EXPECT_EQ(read_file(logs / "attempt_0" / "rank_0" / "stdout.log").rfind("rank 0 of 2", 0), 0u);
+
+  const fs::path only_out = scratch_dir() / "logs-stdout";
+  Launcher one = run({"--cpu", "--log_dir", only_out.string(), "--tee", "1", kLib});
+  EXPECT_EQ(one.exit_code, 0) << one.text();
+  EXPECT_TRUE(fs::exists(only_out / "attempt_0" / "rank_0" / "stdout.log"));
+  EXPECT_FALSE(fs::exists(only_out / "attempt_0" / "rank_0" / "stderr.log"));
+
+  Launcher no_dir = run({"--cpu", "--tee", "2", kLib});
+  EXPECT_EQ(no_dir.exit_code, 2) << no_dir.text();
+  EXPECT_NE(no_dir.text().find("give --log_dir DIR too"), std::string::npos) << no_dir.text();
+  const fs::path file = scratch_dir() / "a-file";
+  std::ofstream(file) << "x";
+  Launcher not_dir = run({"--cpu", "--log_dir", file.string(), kLib});
+  EXPECT_NE(not_dir.exit_code, 0);
+  EXPECT_NE(not_dir.text().find("--log_dir " + file.string() + " cannot be created"),
+            std::string::npos)
+      << not_dir.text();
+}
+
 TEST(Launch, WithoutRestartsTheFirstFailureIsFinal) {
   Launcher l = run({"--num_processes", "2", "--main_process_port", "0", kLib, "--", "--mode",
                     "fail_first", "--fail_rank", "1"});

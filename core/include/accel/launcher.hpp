@@ -27,6 +27,11 @@ struct LaunchRequest {
   // --multi_gpu, as in Accelerate: the backend must be an accelerator (the best available
   // one when none is configured), and without a process count every device is used.
   bool multi_gpu = false;
+  // --tee (1 stdout, 2 stderr, 3 both) and --log_dir: each rank's output also to
+  // log_dir/attempt_<restart>/rank_<rank>/{stdout,stderr}.log. A log_dir that cannot be
+  // created is a LaunchError before any worker starts.
+  int tee = 0;
+  std::filesystem::path log_dir;
   double grace_period_s = 5.0;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::minutes(5)};
 };

@@ -407,6 +407,15 @@ int run_launch(const LaunchRequest& request) {
   for (const auto& note : prepared.notes) std::cerr << "accelrun: " << note << "\n";
   LaunchPlan& plan = prepared.plan;
   const ProgramKind kind = classify_program(request.program);
+  if (request.tee != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(request.log_dir, ec);
+    if (ec || !std::filesystem::is_directory(request.log_dir)) {
+      throw LaunchError("--log_dir " + request.log_dir.string() + " cannot be created" +
+                        (ec ? ": " + ec.message() : std::string(": it is not a directory")) +
+                        "; choose a directory you can write");
+    }
+  }
   // Hosting the store loads LibTorch (slow: docs/performance.md), and so does every worker: on one
   // machine the workers are forked first and the store comes up while they load. They
   // wait for it (DistributedContext polls the port) and check ACCEL_RUN_ID against the
@@ -444,6 +453,8 @@ int run_launch(const LaunchRequest& request) {
   options.prefix = plan.world_size > 1;
   options.max_restarts = config.max_restarts;
   options.exit_timeout_s = config.collective_timeout;
+  options.tee = request.tee;
+  options.log_dir = request.log_dir.string();
   return supervise(group, options).exit_code;
 }
 

@@ -14,9 +14,11 @@
 #include <csignal>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 namespace accel::launcher {
 namespace {
@@ -75,7 +77,20 @@ struct OutputPipe {
   int fd = -1;
   int target = 1;  // the launcher's fd the lines go to
   std::string partial;
+  int log_fd = -1;  // the --log_dir file the lines also go to, or -1
 };
+
+// Writes all of text, retrying on EINTR; a closed or failing fd just drops the rest
+// (the launcher's own output is gone: keep supervising).
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+}
 
 struct Worker {
   WorkerSpec spec;
@@ -121,6 +136,7 @@ class Attempt {
   bool any_open() const;
   int poll_timeout_ms() const;
   void close_pipes();
+  void open_logs(Worker& worker) const;
 
   WorkerGroup& group_;
   const SupervisorOptions& options_;
@@ -150,7 +166,8 @@ void Attempt::close_pipes() {
   for (auto& worker : workers) {
     for (OutputPipe* pipe : {&worker.out, &worker.err}) {
       if (pipe->fd >= 0) ::close(pipe->fd);
-      pipe->fd = -1;
+      if (pipe->log_fd >= 0) ::close(pipe->log_fd);
+      pipe->fd = pipe->log_fd = -1;
     }
   }
 }
@@ -164,8 +181,9 @@ void Attempt::spawn() {
     workers[i].spec = specs[i];
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw system_error("pipe2");
-    workers[i].out = {out[0], 1, {}};
-    workers[i].err = {err[0], 2, {}};
+    workers[i].out = {out[0], 1, {}, -1};
+    workers[i].err = {err[0], 2, {}, -1};
+    open_logs(workers[i]);
     pipes[2 * i] = {out[0], out[1]};
     pipes[2 * i + 1] = {err[0], err[1]};
   }
@@ -187,6 +205,21 @@ void Attempt::spawn() {
   }
   for (auto [r, w] : pipes) ::close(w);
   group_.after_spawn(restart_count_);
+}
+
+void Attempt::open_logs(Worker& worker) const {
+  if (options_.tee == 0 || options_.log_dir.empty()) return;
+  const std::filesystem::path dir = std::filesystem::path(options_.log_dir) /
+                                    ("attempt_" + std::to_string(restart_count_)) /
+                                    ("rank_" + std::to_string(worker.spec.rank));
+  std::filesystem::create_directories(dir);  // throws filesystem_error naming it
+  for (auto [pipe, bit, name] :
+       {std::tuple{&worker.out, 1, "stdout.log"}, std::tuple{&worker.err, 2, "stderr.log"}}) {
+    if ((options_.tee & bit) == 0) continue;
+    const std::string file = (dir / name).string();
+    pipe->log_fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (pipe->log_fd < 0) throw std::system_error(errno, std::generic_category(), "open " + file);
+  }
 }
 
 void Attempt::spawn_one(size_t index, const std::vector<int>& child_fds) {
@@ -299,16 +332,11 @@ void Attempt::handle_signals() {
 void Attempt::emit_line(Worker& worker, const OutputPipe& pipe, const std::string& line) const {
   worker.tail.push_back(line);
   while (worker.tail.size() > options_.tail_lines) worker.tail.pop_front();
+  if (pipe.log_fd >= 0) write_all(pipe.log_fd, line + "\n");  // every rank, even when quiet
   if (options_.quiet && worker.spec.rank != 0) return;
   std::string text = options_.prefix ? "[rank " + std::to_string(worker.spec.rank) + "] " : "";
   text += line + "\n";
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(pipe.target, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the launcher's own output is gone: keep supervising
-    done += static_cast<size_t>(n);
-  }
+  write_all(pipe.target, text);
 }
 
 void Attempt::read_output(OutputPipe& pipe, Worker& worker) {

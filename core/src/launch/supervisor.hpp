@@ -45,6 +45,10 @@ struct SupervisorOptions {
   double grace_period_s = 5.0;      // SIGTERM, then SIGKILL after this long
   bool quiet = false;               // relay only rank 0's output
   bool prefix = true;               // "[rank N] " before every relayed line
+  // As torchrun's --tee and --log_dir: 1 stdout, 2 stderr, 3 both also go, every rank's
+  // and unprefixed, to log_dir/attempt_<restart>/rank_<rank>/stdout.log and stderr.log.
+  int tee = 0;
+  std::string log_dir;
   int max_restarts = 0;
   size_t tail_lines = 20;  // lines kept per worker for failure reports
   // Once one worker has exited 0, how long the others may take to exit; 0 = forever.
