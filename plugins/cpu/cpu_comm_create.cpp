@@ -165,6 +165,7 @@ accel_error* comm_create(accel_comm_create_args* args) {
     auto comm = std::make_shared<accel_comm>();
     comm->rank = args->rank;
     comm->world = args->world_size;
+    comm->device_index = args->device;
     comm->timeout_ms = args->timeout_ms > 0 ? args->timeout_ms : kDefaultTimeoutMs;
     if (accel_error* error = apply_options(args, comm.get())) return error;
     comm->store = std::make_unique<KvStore>(args->store, comm->timeout_ms);

@@ -57,6 +57,7 @@ inline void with_socket(const SocketId& id, Fn fn) {
 struct accel_comm : std::enable_shared_from_this<accel_comm> {
   int32_t rank = 0;
   int32_t world = 1;
+  int32_t device_index = 0;  // args->device of comm_create (the sim plugin checks buffers on it)
   int64_t timeout_ms = 0;
   gloo::AllreduceOptions::Algorithm algorithm = gloo::AllreduceOptions::Algorithm::UNSPECIFIED;
   std::unique_ptr<accel_cpu::KvStore> store;
