@@ -91,6 +91,8 @@ std::optional<Choice> best_backend(const accel::PluginRegistry& registry) {
       passed_over.push_back(name + " is unavailable: " + unavailable_reason(d));
     } else if (name == "cpu") {
       cpu = &d;
+    } else if (!accel::detectable_accelerator(name)) {
+      continue;  // offered when asked for by name, never the default
     } else if (d.device_count.value_or(0) < 1) {
       passed_over.push_back(name + " is available but reports no devices");
     } else {

@@ -63,7 +63,8 @@ const accel::PluginRegistry& default_plugins() {
 // built) is rightly preferred to cpu; the tests that expect cpu skip there.
 bool accelerator_by_default() {
   for (const auto& plugin : default_plugins().plugins())
-    if (plugin->name() != "cpu" && plugin->availability().available && plugin->device_count() > 0)
+    if (accel::detectable_accelerator(plugin->name()) && plugin->availability().available &&
+        plugin->device_count() > 0)
       return true;
   return false;
 }

@@ -20,8 +20,10 @@ struct Worker {
   accel_comm* comm = nullptr;
   int rank = 0;
   int world = 1;
-  size_t large_count = 0;  // elements of the largest all_reduce
-  double time_scale = 1;   // --time_scale: multiplies every latency bound
+  int device = 0;              // this rank's device: rank modulo the plugin's device count
+  bool device_memory = false;  // the plugin has the 1.1 memory entries: buffers live there
+  size_t large_count = 0;      // elements of the largest all_reduce
+  double time_scale = 1;       // --time_scale: multiplies every latency bound
 };
 extern Worker g;
 
@@ -40,7 +42,32 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 accel_status_code take(accel_error* error, std::string* message = nullptr);
 // "" for success, else "status N: message".
 std::string ok_or_message(accel_error* error);
+// A buffer on this rank's device (g.device).
 accel_buffer buffer(void* data, size_t count, accel_dtype dtype);
+
+// Memory a check hands to the plugin as device memory: allocated with memory_allocate on
+// g.device where the plugin has the memory entries (g.device_memory), else host memory.
+// Owned; freed when it goes out of scope (the caller has synchronised the work using it).
+// upload and download copy host bytes in and out, synchronously, or in stream order
+// when a stream is given (host_bytes must then stay valid until the stream gets there).
+// Failures are reported as check failures; data() is then NULL.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host_bytes, size_t bytes, accel_stream* stream = nullptr);
+  void download(void* host_bytes, size_t bytes, accel_stream* stream = nullptr) const;
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool on_device_ = false;
+};
 accel_collective_args args_for(accel_comm* comm);
 
 // --------------------------------------------------------------- Reference

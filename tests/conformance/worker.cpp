@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -91,7 +92,89 @@ accel_buffer buffer(void* data, size_t count, accel_dtype dtype) {
   b.data = data;
   b.count = count;
   b.dtype = dtype;
+  b.device = g.device;
   return b;
+}
+
+namespace {
+
+// A host-to-host copy run as a stream's host function (a plugin without device memory):
+// it frees itself once run.
+struct HostCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+accel_error* run_host_copy(void* user_data) {
+  auto* copy = static_cast<HostCopy*>(user_data);
+  std::memcpy(copy->dst, copy->src, copy->bytes);
+  delete copy;
+  return nullptr;
+}
+
+void copy_bytes(accel_memory_copy_kind kind, void* dst, const void* src, size_t bytes,
+                accel_stream* stream, bool on_device) {
+  if (bytes == 0) return;
+  if (!on_device) {
+    if (stream == nullptr) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    auto* copy = new HostCopy{dst, src, bytes};
+    const std::string message =
+        ok_or_message(g.api->stream_enqueue_host_fn(stream, &run_host_copy, copy));
+    WCHECK(message.empty(), "stream_enqueue_host_fn (a host copy): %s", message.c_str());
+    if (!message.empty()) delete copy;
+    return;
+  }
+  accel_memory_copy_args copy{};
+  copy.struct_size = ACCEL_MEMORY_COPY_ARGS_STRUCT_SIZE;
+  copy.kind = kind;
+  copy.device = g.device;
+  copy.src_device = g.device;
+  copy.dst = dst;
+  copy.src = src;
+  copy.size_bytes = bytes;
+  copy.stream = stream;
+  const std::string message = ok_or_message(g.api->memory_copy(&copy));
+  WCHECK(message.empty(), "memory_copy (kind %d, %zu bytes%s): %s", kind, bytes,
+         stream ? ", on a stream" : "", message.c_str());
+}
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes), on_device_(g.device_memory) {
+  if (bytes == 0) return;
+  if (!on_device_) {
+    data_ = std::calloc(bytes, 1);
+    return;
+  }
+  const std::string message = ok_or_message(g.api->memory_allocate(g.device, bytes, &data_));
+  WCHECK(message.empty(), "memory_allocate(device %d, %zu bytes): %s", g.device, bytes,
+         message.c_str());
+  if (!message.empty()) data_ = nullptr;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ == nullptr) return;
+  if (!on_device_) {
+    std::free(data_);
+    return;
+  }
+  const std::string message = ok_or_message(g.api->memory_free(g.device, data_));
+  WCHECK(message.empty(), "memory_free(device %d): %s", g.device, message.c_str());
+}
+
+void DeviceBuffer::upload(const void* host_bytes, size_t bytes, accel_stream* stream) {
+  if (data_ == nullptr) return;
+  copy_bytes(ACCEL_COPY_HOST_TO_DEVICE, data_, host_bytes, std::min(bytes, bytes_), stream,
+             on_device_);
+}
+
+void DeviceBuffer::download(void* host_bytes, size_t bytes, accel_stream* stream) const {
+  if (data_ == nullptr) return;
+  copy_bytes(ACCEL_COPY_DEVICE_TO_HOST, host_bytes, data_, std::min(bytes, bytes_), stream,
+             on_device_);
 }
 
 accel_collective_args args_for(accel_comm* comm) {
@@ -112,11 +195,13 @@ void check_all_reduce(accel_stream* stream) {
         for (bool in_place : {false, true}) {
           std::vector<char> send(n * size_of(d) + 1), recv(n * size_of(d) + 1);
           for (size_t i = 0; i < n; ++i) store_value(d, send.data(), i, input_value(d, g.rank, i));
+          DeviceBuffer device_send(send.size()), device_recv(recv.size());
+          device_send.upload(send.data(), send.size());
           auto a = args_for(g.comm);
           a.stream = stream;
           a.op = op;
-          a.send = buffer(send.data(), n, d);
-          a.recv = buffer(in_place ? send.data() : recv.data(), n, d);
+          a.send = buffer(device_send.data(), n, d);
+          a.recv = buffer(in_place ? device_send.data() : device_recv.data(), n, d);
           std::string message;
           const accel_status_code code = take(g.api->comm_all_reduce(&a), &message);
           if (d == ACCEL_DTYPE_BOOL && op == ACCEL_REDUCE_AVG) {
@@ -129,7 +214,8 @@ void check_all_reduce(accel_stream* stream) {
             message = ok_or_message(g.api->stream_synchronize(stream));
           WCHECK(code == ACCEL_STATUS_OK && message.empty(), "all_reduce %s op %d n %zu: %s",
                  name_of(d), op, n, message.c_str());
-          const void* out = in_place ? send.data() : recv.data();
+          (in_place ? device_send : device_recv).download(recv.data(), recv.size());
+          const void* out = recv.data();
           int bad = 0;
           for (size_t i = 0; i < n && bad < 3; ++i) {
             const double got = load_value(d, out, i), want = reference(d, op, i);
@@ -161,11 +247,14 @@ void check_half_rounding() {
     };
     std::vector<uint16_t> data(n);
     for (size_t i = 0; i < n; ++i) store_value(d, data.data(), i, make(g.rank, i));
+    DeviceBuffer device_data(n * sizeof(uint16_t));
+    device_data.upload(data.data(), device_data.bytes());
     auto a = args_for(g.comm);
     a.op = ACCEL_REDUCE_SUM;
-    a.send = a.recv = buffer(data.data(), n, d);
+    a.send = a.recv = buffer(device_data.data(), n, d);
     const std::string message = ok_or_message(g.api->comm_all_reduce(&a));
     WCHECK(message.empty(), "%s", message.c_str());
+    device_data.download(data.data(), device_data.bytes());
     int bad = 0;
     for (size_t i = 0; i < n && bad < 3; ++i) {
       const double exact = make(0, i) + make(1, i);  // exact in double
@@ -185,11 +274,14 @@ void check_large_all_reduce() {
   std::vector<float> data(n);
   for (size_t i = 0; i < n; ++i)
     data[i] = static_cast<float>(input_value(ACCEL_DTYPE_F32, g.rank, i));
+  DeviceBuffer device_data(n * sizeof(float));
+  device_data.upload(data.data(), device_data.bytes());
   auto a = args_for(g.comm);
   a.op = ACCEL_REDUCE_SUM;
-  a.send = a.recv = buffer(data.data(), n, ACCEL_DTYPE_F32);
+  a.send = a.recv = buffer(device_data.data(), n, ACCEL_DTYPE_F32);
   const std::string message = ok_or_message(g.api->comm_all_reduce(&a));
   WCHECK(message.empty(), "%s", message.c_str());
+  device_data.download(data.data(), device_data.bytes());
   size_t bad = 0;
   for (size_t i = 0; i < n; ++i) bad += data[i] != reference(ACCEL_DTYPE_F32, ACCEL_REDUCE_SUM, i);
   WCHECK(bad == 0, "large all_reduce: %zu wrong elements", bad);
@@ -202,13 +294,17 @@ void check_broadcast_gather_scatter() {
     for (bool in_place : {false, true}) {
       std::vector<int32_t> send(n), recv(n, -7);
       for (size_t i = 0; i < n; ++i) send[i] = static_cast<int32_t>(g.rank * 1000 + i);
+      DeviceBuffer device_send(n * sizeof(int32_t)), device_recv(n * sizeof(int32_t));
+      device_send.upload(send.data(), device_send.bytes());
+      device_recv.upload(recv.data(), device_recv.bytes());
       auto a = args_for(g.comm);
       a.root = g.world - 1;
-      a.send = buffer(send.data(), n, ACCEL_DTYPE_I32);
-      a.recv = buffer(in_place ? send.data() : recv.data(), n, ACCEL_DTYPE_I32);
+      a.send = buffer(device_send.data(), n, ACCEL_DTYPE_I32);
+      a.recv = buffer(in_place ? device_send.data() : device_recv.data(), n, ACCEL_DTYPE_I32);
       const std::string message = ok_or_message(g.api->comm_broadcast(&a));
       WCHECK(message.empty(), "broadcast: %s", message.c_str());
-      const int32_t* out = in_place ? send.data() : recv.data();
+      (in_place ? device_send : device_recv).download(recv.data(), device_recv.bytes());
+      const int32_t* out = recv.data();
       for (size_t i = 0; i < n; ++i) {
         if (out[i] != static_cast<int32_t>((g.world - 1) * 1000 + i)) {
           WCHECK(false, "broadcast n %zu in_place %d [%zu] = %d", n, in_place, i, out[i]);
@@ -222,11 +318,19 @@ void check_broadcast_gather_scatter() {
       std::vector<double> recv(n * g.world, -1), send(n);
       double* mine = in_place ? recv.data() + g.rank * n : send.data();
       for (size_t i = 0; i < n; ++i) mine[i] = g.rank + i * 0.5;
+      DeviceBuffer device_recv(recv.size() * sizeof(double)), device_send(n * sizeof(double));
+      device_recv.upload(recv.data(), device_recv.bytes());
+      device_send.upload(send.data(), device_send.bytes());
+      // In place, send is this rank's slice of recv, on the device as on the host.
+      void* device_mine = in_place && device_recv.data() != nullptr
+                              ? static_cast<char*>(device_recv.data()) + g.rank * n * sizeof(double)
+                              : device_send.data();
       auto a = args_for(g.comm);
-      a.send = buffer(mine, n, ACCEL_DTYPE_F64);
-      a.recv = buffer(recv.data(), n * g.world, ACCEL_DTYPE_F64);
+      a.send = buffer(device_mine, n, ACCEL_DTYPE_F64);
+      a.recv = buffer(device_recv.data(), n * g.world, ACCEL_DTYPE_F64);
       const std::string message = ok_or_message(g.api->comm_all_gather(&a));
       WCHECK(message.empty(), "all_gather: %s", message.c_str());
+      device_recv.download(recv.data(), device_recv.bytes());
       for (int r = 0; r < g.world; ++r) {
         for (size_t i = 0; i < n; ++i) {
           if (recv[r * n + i] != r + i * 0.5) {
@@ -245,12 +349,15 @@ void check_broadcast_gather_scatter() {
         std::vector<char> send(n * g.world * size_of(d) + 1), recv(n * size_of(d) + 1);
         for (size_t i = 0; i < n * g.world; ++i)
           store_value(d, send.data(), i, input_value(d, g.rank, i));
+        DeviceBuffer device_send(send.size()), device_recv(recv.size());
+        device_send.upload(send.data(), send.size());
         auto a = args_for(g.comm);
         a.op = op;
-        a.send = buffer(send.data(), n * g.world, d);
-        a.recv = buffer(recv.data(), n, d);
+        a.send = buffer(device_send.data(), n * g.world, d);
+        a.recv = buffer(device_recv.data(), n, d);
         const std::string message = ok_or_message(g.api->comm_reduce_scatter(&a));
         WCHECK(message.empty(), "reduce_scatter: %s", message.c_str());
+        device_recv.download(recv.data(), recv.size());
         for (size_t i = 0; i < n; ++i) {
           const double got = load_value(d, recv.data(), i), want = reference(d, op, g.rank * n + i);
           if (got != want) {
@@ -275,23 +382,27 @@ void check_send_recv_barrier() {
   // A ring: everyone sends to rank+1 and receives from rank-1, on a stream for the
   // sends (so they cannot block the receives) and inline for the receives.
   accel_stream* stream = nullptr;
-  WCHECK(take(g.api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}}) {
     std::vector<int64_t> out(n), in(n, -1);
     for (size_t i = 0; i < n; ++i) out[i] = g.rank * 100000 + static_cast<int64_t>(i);
+    DeviceBuffer device_out(n * sizeof(int64_t)), device_in(n * sizeof(int64_t));
+    device_out.upload(out.data(), device_out.bytes());
     auto s = args_for(g.comm);
     s.stream = stream;
     s.peer = (g.rank + 1) % g.world;
     s.tag = 7;
-    s.send = buffer(out.data(), n, ACCEL_DTYPE_I64);
-    WCHECK(take(g.api->comm_send(&s)) == ACCEL_STATUS_OK, "send");
+    s.send = buffer(device_out.data(), n, ACCEL_DTYPE_I64);
+    std::string message = ok_or_message(g.api->comm_send(&s));
+    WCHECK(message.empty(), "send: %s", message.c_str());
     auto r = args_for(g.comm);
     r.peer = (g.rank + g.world - 1) % g.world;
     r.tag = 7;
-    r.recv = buffer(in.data(), n, ACCEL_DTYPE_I64);
-    const std::string message = ok_or_message(g.api->comm_recv(&r));
+    r.recv = buffer(device_in.data(), n, ACCEL_DTYPE_I64);
+    message = ok_or_message(g.api->comm_recv(&r));
     WCHECK(message.empty(), "recv: %s", message.c_str());
     WCHECK(ok_or_message(g.api->stream_synchronize(stream)).empty(), "send on stream");
+    device_in.download(in.data(), device_in.bytes());
     for (size_t i = 0; i < n; ++i) {
       if (in[i] != r.peer * 100000 + static_cast<int64_t>(i)) {
         WCHECK(false, "recv n %zu [%zu] = %lld", n, i, static_cast<long long>(in[i]));
@@ -306,7 +417,9 @@ void check_send_recv_barrier() {
 
 void check_validation() {
   check_begin("bad arguments give INVALID_ARGUMENT naming the field");
-  std::vector<float> x(8), y(4);
+  DeviceBuffer device_x(8 * sizeof(float)), device_y(4 * sizeof(float));
+  auto* x = static_cast<float*>(device_x.data());
+  auto* y = static_cast<float*>(device_y.data());
   std::string message;
   // The call was refused as INVALID_ARGUMENT with a message that names `field`.
   auto refused = [&message](accel_error* error, const char* field) {
@@ -314,10 +427,10 @@ void check_validation() {
            message.find(field) != std::string::npos;
   };
   auto a = args_for(g.comm);
-  a.send = buffer(x.data(), 8, ACCEL_DTYPE_F32);
-  a.recv = buffer(y.data(), 4, ACCEL_DTYPE_F32);
+  a.send = buffer(x, 8, ACCEL_DTYPE_F32);
+  a.recv = buffer(y, 4, ACCEL_DTYPE_F32);
   WCHECK(refused(g.api->comm_all_reduce(&a), "recv.count"), "count mismatch: %s", message.c_str());
-  a.recv = buffer(y.data(), 8, ACCEL_DTYPE_F16);
+  a.recv = buffer(y, 8, ACCEL_DTYPE_F16);
   WCHECK(refused(g.api->comm_all_reduce(&a), "recv.dtype"), "dtype mismatch: %s", message.c_str());
   a.root = g.world;
   WCHECK(refused(g.api->comm_broadcast(&a), "root"), "root: %s", message.c_str());
@@ -346,6 +459,7 @@ void check_validation() {
   create.world_size = g.world;
   create.local_rank = g.rank;
   create.local_world_size = g.world;
+  create.device = g.device;
   create.timeout_ms = 2000;
   create.store = nullptr;
   WCHECK(refused(g.api->comm_create(&create), "store"), "comm_create with a NULL store: %s",
@@ -364,9 +478,9 @@ void check_timeout(int64_t timeout_ms) {
   }
   check_begin(format("timeout: a withheld all_reduce fails TIMEOUT naming it within %lld ms + %g s",
                      static_cast<long long>(timeout_ms), 3 * g.time_scale));
-  float x = 1;
+  DeviceBuffer x(sizeof(float));
   auto a = args_for(g.comm);
-  a.send = a.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
+  a.send = a.recv = buffer(x.data(), 1, ACCEL_DTYPE_F32);
   std::string message;
   const auto start = Clock::now();
   const accel_status_code code = take(g.api->comm_all_reduce(&a), &message);
@@ -387,11 +501,11 @@ void check_abort() {
   check_begin(g.rank == 0 ? "abort: another thread aborts a blocked collective; it fails ABORTED"
                           : "abort: peers of an aborted rank fail UNAVAILABLE promptly");
   if (g.rank != 0) {
-    float x = 0;
+    DeviceBuffer x(sizeof(float));
     auto r = args_for(g.comm);
     r.peer = 0;
     r.tag = 99;  // never sent
-    r.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
+    r.recv = buffer(x.data(), 1, ACCEL_DTYPE_F32);
     std::string message;
     const auto start = Clock::now();
     const accel_status_code code = take(g.api->comm_recv(&r), &message);
@@ -405,11 +519,11 @@ void check_abort() {
     return;
   }
   accel_stream* stream = nullptr;
-  WCHECK(take(g.api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
-  std::vector<float> x(1000, 1);
+  WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  DeviceBuffer x(1000 * sizeof(float));
   auto a = args_for(g.comm);
   a.stream = stream;
-  a.send = a.recv = buffer(x.data(), x.size(), ACCEL_DTYPE_F32);
+  a.send = a.recv = buffer(x.data(), 1000, ACCEL_DTYPE_F32);
   WCHECK(take(g.api->comm_all_reduce(&a)) == ACCEL_STATUS_OK, "enqueue");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto aborted_at = Clock::now();
@@ -450,13 +564,13 @@ void check_bounded_destroy(int64_t timeout_ms) {
     return;
   }
   accel_stream* stream = nullptr;
-  WCHECK(take(g.api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
   WCHECK(take(g.api->stream_enqueue_host_fn(stream, &wait_for_release, nullptr)) == ACCEL_STATUS_OK,
          "host fn");
-  float x = 1;
+  DeviceBuffer x(sizeof(float));
   auto a = args_for(g.comm);
   a.stream = stream;
-  a.send = a.recv = buffer(&x, 1, ACCEL_DTYPE_F32);
+  a.send = a.recv = buffer(x.data(), 1, ACCEL_DTYPE_F32);
   WCHECK(take(g.api->comm_all_reduce(&a)) == ACCEL_STATUS_OK, "enqueue");
   const auto start = Clock::now();
   WCHECK(take(g.api->comm_destroy(g.comm)) == ACCEL_STATUS_OK, "comm_destroy");
@@ -484,37 +598,36 @@ accel_error* slow_fill(void* user_data) {
   return nullptr;
 }
 
-struct Copy {
-  const std::vector<float>* from;
-  std::vector<float>* to;
-};
-
-accel_error* copy_values(void* user_data) {
-  auto* copy = static_cast<Copy*>(user_data);
-  *copy->to = *copy->from;
-  return nullptr;
-}
-
+// On each stream: a slow host function fills host memory, a copy takes it to the
+// device, the collective reduces it there, and a copy brings it back. Each step must
+// wait for the one before it: a plugin whose collective (or copy) returns before the
+// stream reaches it reduces stale values.
 void check_streams_and_events() {
   float expected = 0;
   for (int r = 0; r < g.world; ++r) expected += static_cast<float>(r + 1);
   accel_stream* stream = nullptr;
   accel_stream* other = nullptr;
   accel_event* event = nullptr;
-  WCHECK(take(g.api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
-  WCHECK(take(g.api->stream_create(0, &other)) == ACCEL_STATUS_OK, "stream_create");
-  WCHECK(take(g.api->event_create(0, ACCEL_EVENT_DEFAULT, &event)) == ACCEL_STATUS_OK,
+  WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  WCHECK(take(g.api->stream_create(g.device, &other)) == ACCEL_STATUS_OK, "stream_create");
+  WCHECK(take(g.api->event_create(g.device, ACCEL_EVENT_DEFAULT, &event)) == ACCEL_STATUS_OK,
          "event_create");
 
   check_begin("stream order: a collective runs after earlier work on its stream");
-  std::vector<float> x(1000, 0);
+  const size_t n = 1000;
+  const size_t bytes = n * sizeof(float);
+  std::vector<float> x(n, 0);
+  DeviceBuffer device_x(bytes);
+  device_x.upload(x.data(), bytes);
   Fill fill{&x, static_cast<float>(g.rank + 1)};
   WCHECK(take(g.api->stream_enqueue_host_fn(stream, &slow_fill, &fill)) == ACCEL_STATUS_OK,
          "host fn");
+  device_x.upload(x.data(), bytes, stream);
   auto a = args_for(g.comm);
   a.stream = stream;
-  a.send = a.recv = buffer(x.data(), x.size(), ACCEL_DTYPE_F32);
+  a.send = a.recv = buffer(device_x.data(), n, ACCEL_DTYPE_F32);
   WCHECK(take(g.api->comm_all_reduce(&a)) == ACCEL_STATUS_OK, "enqueue all_reduce");
+  device_x.download(x.data(), bytes, stream);
   std::string message = ok_or_message(g.api->stream_synchronize(stream));
   WCHECK(message.empty(), "stream_synchronize: %s", message.c_str());
   WCHECK(x.front() == expected && x.back() == expected,
@@ -522,19 +635,18 @@ void check_streams_and_events() {
 
   check_begin("events: another stream waits for a collective's event");
   Fill refill{&x, static_cast<float>(g.rank + 1)};
-  std::vector<float> seen;
-  Copy copy{&x, &seen};
+  std::vector<float> seen(n, -1);
   WCHECK(take(g.api->stream_enqueue_host_fn(stream, &slow_fill, &refill)) == ACCEL_STATUS_OK,
          "host fn");
+  device_x.upload(x.data(), bytes, stream);
   WCHECK(take(g.api->comm_all_reduce(&a)) == ACCEL_STATUS_OK, "enqueue all_reduce");
   WCHECK(take(g.api->event_record(event, stream)) == ACCEL_STATUS_OK, "event_record");
   WCHECK(take(g.api->stream_wait_event(other, event)) == ACCEL_STATUS_OK, "stream_wait_event");
-  WCHECK(take(g.api->stream_enqueue_host_fn(other, &copy_values, &copy)) == ACCEL_STATUS_OK,
-         "host fn");
+  device_x.download(seen.data(), bytes, other);
   message = ok_or_message(g.api->stream_synchronize(other));
   WCHECK(message.empty(), "stream_synchronize: %s", message.c_str());
-  WCHECK(seen.size() == x.size() && seen.front() == expected && seen.back() == expected,
-         "the waiting stream saw %g, want %g", seen.empty() ? -1.0 : seen.front(), expected);
+  WCHECK(seen.front() == expected && seen.back() == expected, "the waiting stream saw %g, want %g",
+         seen.front(), expected);
   bool done = false;
   WCHECK(take(g.api->event_query(event, &done)) == ACCEL_STATUS_OK && done,
          "event_query after the wait: done %d", done);
@@ -544,6 +656,67 @@ void check_streams_and_events() {
   g.api->event_destroy(event);
   g.api->stream_destroy(other);
   g.api->stream_destroy(stream);
+}
+
+// The 1.1 memory entries: alignment, copies both ways, synchronous and in stream order,
+// device to device, and host pointers refused where device memory is expected (a
+// plugin that cannot tell them apart corrupts memory on a discrete device).
+void check_device_memory() {
+  if (!g.device_memory) {
+    check_begin("device memory: none (the plugin has no memory entries; buffers are host memory)");
+    return;
+  }
+  check_begin("device memory: 256-byte alignment, copies both ways and device to device");
+  const size_t n = 4099;  // not a multiple of anything convenient
+  std::vector<uint8_t> in(n), out(n, 0), back(n, 0);
+  for (size_t i = 0; i < n; ++i) in[i] = static_cast<uint8_t>(i * 7 + g.rank);
+  DeviceBuffer a(n), b(n);
+  WCHECK(reinterpret_cast<uintptr_t>(a.data()) % 256 == 0, "memory_allocate returned %p", a.data());
+  a.upload(in.data(), n);
+  accel_memory_copy_args copy{};
+  copy.struct_size = ACCEL_MEMORY_COPY_ARGS_STRUCT_SIZE;
+  copy.kind = ACCEL_COPY_DEVICE_TO_DEVICE;
+  copy.device = copy.src_device = g.device;
+  copy.dst = b.data();
+  copy.src = a.data();
+  copy.size_bytes = n;
+  WCHECK(ok_or_message(g.api->memory_copy(&copy)).empty(), "device-to-device memory_copy");
+  b.download(out.data(), n);
+  WCHECK(out == in, "device-to-device round trip differs from what was uploaded");
+  accel_stream* stream = nullptr;
+  WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
+  b.download(back.data(), n, stream);
+  WCHECK(ok_or_message(g.api->stream_synchronize(stream)).empty(), "stream_synchronize");
+  WCHECK(back == in, "a device-to-host copy on a stream differs from what was uploaded");
+  g.api->stream_destroy(stream);
+  WCHECK(take(g.api->memory_free(g.device, nullptr)) == ACCEL_STATUS_OK, "memory_free(NULL)");
+
+  check_begin("device memory: a host pointer where device memory is expected is INVALID_ARGUMENT");
+  std::vector<float> host(8, 1);
+  std::string message;
+  auto refused = [&message](accel_error* error, const char* field) {
+    return take(error, &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
+           message.find(field) != std::string::npos;
+  };
+  auto r = args_for(g.comm);
+  r.op = ACCEL_REDUCE_SUM;
+  r.send = r.recv = buffer(host.data(), host.size(), ACCEL_DTYPE_F32);
+  WCHECK(refused(g.api->comm_all_reduce(&r), "send"),
+         "all_reduce on host memory: status and message '%s' (want INVALID_ARGUMENT naming send)",
+         message.c_str());
+  copy.kind = ACCEL_COPY_HOST_TO_DEVICE;
+  copy.dst = host.data();
+  copy.src = in.data();
+  copy.size_bytes = host.size() * sizeof(float);
+  WCHECK(refused(g.api->memory_copy(&copy), "dst"),
+         "host-to-device copy to a host pointer: '%s' (want INVALID_ARGUMENT naming dst)",
+         message.c_str());
+  copy.kind = ACCEL_COPY_DEVICE_TO_HOST;
+  copy.dst = out.data();
+  copy.src = host.data();
+  WCHECK(refused(g.api->memory_copy(&copy), "src"),
+         "device-to-host copy from a host pointer: '%s' (want INVALID_ARGUMENT naming src)",
+         message.c_str());
 }
 
 int env_int(const char* name) {
@@ -589,6 +762,15 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
   g.time_scale = std::atof(std::getenv("ACCEL_CONFORMANCE_TIME_SCALE"));
   const int port = env_int("ACCEL_CONFORMANCE_PORT");
   load_and_init(plugin_path);
+  // One device per rank where the plugin has several (rank modulo the count), as a
+  // launcher gives each local rank its own.
+  int32_t devices = 0;
+  if (take(g.api->device_get_count(&devices)) == ACCEL_STATUS_OK && devices > 0)
+    g.device = g.rank % devices;
+  g.device_memory = ACCEL_HAS_FIELD(g.api, accel_backend_api, memory_copy) &&
+                    g.api->memory_allocate != nullptr && g.api->memory_free != nullptr &&
+                    g.api->memory_copy != nullptr;
+  if (g.api->device_set_current != nullptr) take(g.api->device_set_current(g.device));
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
   options.isServer = false;
@@ -609,6 +791,7 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
   create.world_size = g.world;
   create.local_rank = g.rank;
   create.local_world_size = g.world;
+  create.device = g.device;
   create.store = scenario == "small_store" ? &small_store : bridge.kv_store();
   create.timeout_ms = timeout_ms;
   create.bind_address = "127.0.0.1";
@@ -622,7 +805,7 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
   g.comm = create.comm;
   if (scenario == "collectives") {
     accel_stream* stream = nullptr;
-    WCHECK(take(g.api->stream_create(0, &stream)) == ACCEL_STATUS_OK, "stream_create");
+    WCHECK(take(g.api->stream_create(g.device, &stream)) == ACCEL_STATUS_OK, "stream_create");
     check_all_reduce(nullptr);
     check_all_reduce(stream);
     g.api->stream_destroy(stream);
@@ -630,6 +813,7 @@ int run_worker(const std::string& plugin_path, const std::string& scenario) {
     check_broadcast_gather_scatter();
     check_send_recv_barrier();
     check_validation();
+    check_device_memory();
     check_begin("no asynchronous error after the collectives");
     WCHECK(take(g.api->comm_get_async_error(g.comm)) == ACCEL_STATUS_OK, "async error");
   } else if (scenario == "large") {

@@ -404,9 +404,12 @@ ACCEL_DEFINE_STRUCT_SIZE(ACCEL_COLLECTIVE_ARGS_STRUCT_SIZE, accel_collective_arg
 /* Device memory (1.1): memory_allocate returns a pointer into a device's own
  * memory, valid on that device until memory_free. A plugin whose devices address
  * host memory directly (cpu) may leave these entries NULL; the core then uses host
- * memory. A pointer that is not the plugin's device memory, passed where device
- * memory is expected, is INVALID_ARGUMENT naming the argument where the plugin can
- * tell (a discrete device can). */
+ * memory. A plugin that has these entries must refuse a pointer that is not its
+ * device memory (host memory), passed where device memory is expected (a
+ * collective's send or recv, memory_copy's device-side dst or src), with
+ * INVALID_ARGUMENT naming the argument ("send", "dst"); the conformance kit checks
+ * it. A discrete device's driver can tell (cudaPointerGetAttributes, the sim plugin's
+ * arenas). */
 typedef enum accel_memory_copy_kind {
   ACCEL_COPY_HOST_TO_DEVICE = 0,
   ACCEL_COPY_DEVICE_TO_HOST = 1,

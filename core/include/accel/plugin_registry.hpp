@@ -164,4 +164,10 @@ class PluginRegistry {
   std::vector<std::shared_ptr<Plugin>> plugins_;
 };
 
+// Whether detection (an unset backend, --multi_gpu, `accelrun config`'s default) may
+// pick this backend as the machine's accelerator: not cpu, the fallback, and not sim,
+// the simulated accelerator, which a user asks for by name (a laptop with the SDK
+// installed must not train on it unasked).
+bool detectable_accelerator(const std::string& backend);
+
 }  // namespace accel

@@ -15,6 +15,16 @@ namespace accel {
 void select_torch_device(c10::DeviceType type, int32_t index, const std::string& backend) {
   if (type == c10::DeviceType::CPU) return;
   const std::string name = c10::DeviceTypeName(type, /*lower_case=*/true);
+  if (!c10::impl::hasDeviceGuardImpl(type) && type == c10::DeviceType::PrivateUse1) {
+    // Not a LibTorch build option: an out-of-tree device is taught to LibTorch by the
+    // vendor's extension library (torch_musa's, torch_mlu's), loaded into the worker.
+    throw Error(ErrorKind::backend,
+                "backend '" + backend + "' runs tensors on LibTorch device type '" + name +
+                    "' (PrivateUse1), but no LibTorch extension in this process has registered "
+                    "that device (its device guard, allocator and kernels); the backend's "
+                    "framework extension does that: install it, or choose another backend "
+                    "(--backend cpu)");
+  }
   if (!c10::impl::hasDeviceGuardImpl(type)) {
     throw Error(
         ErrorKind::backend,

@@ -272,7 +272,7 @@ PluginRegistry discover_plugins(const std::vector<std::filesystem::path>& cli_di
 
 std::string detect_backend(const PluginRegistry& registry) {
   for (const auto& plugin : registry.plugins()) {
-    if (plugin->name() == "cpu") continue;
+    if (!detectable_accelerator(plugin->name())) continue;
     if (plugin->availability().available && plugin->device_count() > 0) return plugin->name();
   }
   auto cpu = registry.find("cpu");

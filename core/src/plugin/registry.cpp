@@ -81,4 +81,8 @@ std::shared_ptr<Plugin> PluginRegistry::require(std::string_view name) const {
   throw std::runtime_error(message);
 }
 
+bool detectable_accelerator(const std::string& backend) {
+  return backend != "cpu" && backend != "sim";
+}
+
 }  // namespace accel
