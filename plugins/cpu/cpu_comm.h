@@ -19,6 +19,10 @@ accel_error* comm_barrier(const accel_collective_args* args);
 accel_error* comm_send(const accel_collective_args* args);
 accel_error* comm_recv(const accel_collective_args* args);
 
+// "gloo X.Y.Z", the collective library's version for runtime_get_versions; valid until
+// unload.
+const char* gloo_version();
+
 // Whether key is an option comm_create understands (init gets the same options).
 bool is_comm_option(const char* key);
 

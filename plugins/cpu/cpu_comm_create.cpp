@@ -3,6 +3,7 @@
 // the pairs' sockets that comm_abort needs (cpu_comm_abort.cpp says why).
 #include <dirent.h>
 #include <gloo/common/error.h>
+#include <gloo/config.h>
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
@@ -153,6 +154,13 @@ void connect_mesh(accel_comm* comm, const accel_comm_create_args* args) {
 }
 
 }  // namespace
+
+const char* gloo_version() {
+  static const std::string version = "gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
+                                     std::to_string(GLOO_VERSION_MINOR) + "." +
+                                     std::to_string(GLOO_VERSION_PATCH);
+  return version.c_str();
+}
 
 bool is_comm_option(const char* key) {
   return key != nullptr &&

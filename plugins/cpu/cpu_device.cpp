@@ -2,7 +2,6 @@
 // its facts come from the OS: /proc/cpuinfo, /proc/meminfo and /proc/self/status.
 #include "cpu_device.h"
 
-#include <gloo/config.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cpu_comm.h"
 #include "cpu_plugin.h"
 #include "cpu_stream.h"
 
@@ -126,14 +126,11 @@ accel_error* runtime_get_versions(accel_runtime_versions* out) {
       struct utsname name {};
       return ::uname(&name) == 0 ? std::string(name.sysname) + " " + name.release : std::string();
     }();
-    static const std::string gloo = "gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
-                                    std::to_string(GLOO_VERSION_MINOR) + "." +
-                                    std::to_string(GLOO_VERSION_PATCH);
     accel_runtime_versions versions{};
     versions.struct_size = ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE;
     versions.driver_version = "";  // the CPU has no driver
     versions.runtime_version = kernel.c_str();
-    versions.collective_library_version = gloo.c_str();
+    versions.collective_library_version = gloo_version();
     return copy_out("runtime_get_versions", out, versions);
   });
 }

@@ -22,6 +22,7 @@ std::atomic<bool> g_release_hangs{false};
 struct Uses {
   bool send;
   bool recv;
+  bool send_at_root_only = false;  // broadcast: only the root reads send
 };
 
 accel_error* check_buffers(const char* call, const accel_collective_args* args,
@@ -33,7 +34,8 @@ accel_error* check_buffers(const char* call, const accel_collective_args* args,
     const char* field;
     const char* data_field;
   };
-  for (const Named& b : {Named{uses.send, args->send, "send", "args->send.data"},
+  const bool send = uses.send && (!uses.send_at_root_only || comm.rank == args->root);
+  for (const Named& b : {Named{send, args->send, "send", "args->send.data"},
                          Named{uses.recv, args->recv, "recv", "args->recv.data"}}) {
     if (!b.used) continue;
     if (accel_error* error = check_buffer(b.buffer, b.field, device)) return with_call(call, error);
@@ -64,7 +66,8 @@ accel_error* hang(const char* call, const std::shared_ptr<accel_comm>& comm) {
                                               " ms: the collective hung" + where);
 }
 
-// The fault for this call, as the stream's (or the call's) failure; NULL: none.
+// Whether SIM_FAULT hits this call; if so, *result is the call's return (the failure
+// itself inline, or the enqueue's status with the failure on the stream).
 bool inject(const char* call, const accel_collective_args* args,
             const std::shared_ptr<accel_comm>& comm, accel_error** result) {
   const CollectiveFault fault = collective_fault(comm->rank);
@@ -146,13 +149,8 @@ accel_error* comm_all_reduce(const accel_collective_args* args) {
   return collective("all_reduce", args, accel_cpu::comm_all_reduce, {true, true});
 }
 
-// Only the root reads send.
 accel_error* comm_broadcast(const accel_collective_args* args) {
-  bool root = false;
-  if (args != nullptr && args->comm != nullptr) {
-    if (auto comm = accel_cpu::live_comms().find(args->comm)) root = comm->rank == args->root;
-  }
-  return collective("broadcast", args, accel_cpu::comm_broadcast, {root, true});
+  return collective("broadcast", args, accel_cpu::comm_broadcast, {true, true, true});
 }
 
 accel_error* comm_all_gather(const accel_collective_args* args) {

@@ -2,11 +2,10 @@
 // precision answers from the generation it emulates.
 #include "sim_device.h"
 
-#include <gloo/config.h>
-
 #include <string>
 #include <vector>
 
+#include "cpu_comm.h"
 #include "sim_faults.h"
 #include "sim_memory.h"
 #include "sim_plugin.h"
@@ -20,12 +19,6 @@ namespace accel_sim {
 namespace {
 
 thread_local int32_t t_current_device = 0;
-
-accel_error* check_ready(const char* call, int32_t device) {
-  if (accel_error* error = require_init(call)) return error;
-  if (accel_error* error = check_device(call, device)) return error;
-  return check_device_alive(call, device);
-}
 
 // "Simulated MTT S80 #1": the generation's name and the physical index, so two
 // processes with different SIM_VISIBLE_DEVICES tell which device they got.
@@ -69,14 +62,11 @@ accel_error* runtime_get_versions(accel_runtime_versions* out) {
   return guarded("runtime_get_versions", [&] {
     static const std::string runtime =
         std::string("sim ") + ACCEL_SIM_PLUGIN_VERSION + " (" + settings().generation->name + ")";
-    static const std::string gloo = "gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." +
-                                    std::to_string(GLOO_VERSION_MINOR) + "." +
-                                    std::to_string(GLOO_VERSION_PATCH);
     accel_runtime_versions versions{};
     versions.struct_size = ACCEL_RUNTIME_VERSIONS_STRUCT_SIZE;
     versions.driver_version = "";  // a simulated device has no driver
     versions.runtime_version = runtime.c_str();
-    versions.collective_library_version = gloo.c_str();
+    versions.collective_library_version = accel_cpu::gloo_version();
     return copy_out("runtime_get_versions", out, versions);
   });
 }

@@ -176,12 +176,6 @@ int32_t owner_of(const void* p) {
   return -1;
 }
 
-accel_error* check_ready(const char* call, int32_t device) {
-  if (accel_error* error = require_init(call)) return error;
-  if (accel_error* error = check_device(call, device)) return error;
-  return check_device_alive(call, device);
-}
-
 // Host memory of the caller for a copy's host side: not an arena pointer (a device
 // pointer passed as host memory is the mirror-image mistake).
 accel_error* check_host_memory(const char* field, const void* p) {

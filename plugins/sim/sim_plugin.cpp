@@ -110,6 +110,13 @@ const accel_backend_api kApi = {
 };
 
 }  // namespace
+
+accel_error* check_ready(const char* call, int32_t device) {
+  if (accel_error* error = require_init(call)) return error;
+  if (accel_error* error = check_device(call, device)) return error;
+  return check_device_alive(call, device);
+}
+
 }  // namespace accel_sim
 
 // The engine's hooks, answered for the simulated devices.

@@ -18,6 +18,11 @@ using accel_cpu::require_init;
 using accel_cpu::stream_enqueue;
 using accel_cpu::Task;
 
+// NULL when the plugin is initialised and `device` is a visible device that is not
+// lost; the first error of those three checks, naming `call`, otherwise. Every entry
+// that works on a device starts with it.
+accel_error* check_ready(const char* call, int32_t device);
+
 // The index of this thread's current device (device_set_current).
 int32_t current_device();
 

@@ -415,41 +415,47 @@ void check_send_recv_barrier() {
   g.api->stream_destroy(stream);
 }
 
+// The call was refused as INVALID_ARGUMENT with a message (kept in *message) that names
+// `field`.
+bool refused(accel_error* error, const char* field, std::string* message) {
+  return take(error, message) == ACCEL_STATUS_INVALID_ARGUMENT &&
+         message->find(field) != std::string::npos;
+}
+
 void check_validation() {
   check_begin("bad arguments give INVALID_ARGUMENT naming the field");
   DeviceBuffer device_x(8 * sizeof(float)), device_y(4 * sizeof(float));
   auto* x = static_cast<float*>(device_x.data());
   auto* y = static_cast<float*>(device_y.data());
   std::string message;
-  // The call was refused as INVALID_ARGUMENT with a message that names `field`.
-  auto refused = [&message](accel_error* error, const char* field) {
-    return take(error, &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
-           message.find(field) != std::string::npos;
-  };
   auto a = args_for(g.comm);
   a.send = buffer(x, 8, ACCEL_DTYPE_F32);
   a.recv = buffer(y, 4, ACCEL_DTYPE_F32);
-  WCHECK(refused(g.api->comm_all_reduce(&a), "recv.count"), "count mismatch: %s", message.c_str());
-  a.recv = buffer(y, 8, ACCEL_DTYPE_F16);
-  WCHECK(refused(g.api->comm_all_reduce(&a), "recv.dtype"), "dtype mismatch: %s", message.c_str());
-  a.root = g.world;
-  WCHECK(refused(g.api->comm_broadcast(&a), "root"), "root: %s", message.c_str());
-  a.peer = g.rank;
-  WCHECK(refused(g.api->comm_send(&a), "peer"), "send to its own rank: %s", message.c_str());
-  WCHECK(refused(g.api->comm_recv(&a), "peer"), "recv from its own rank: %s", message.c_str());
-  a.peer = g.world;
-  WCHECK(refused(g.api->comm_send(&a), "peer"), "send to rank %d of %d: %s", g.world, g.world,
+  WCHECK(refused(g.api->comm_all_reduce(&a), "recv.count", &message), "count mismatch: %s",
          message.c_str());
+  a.recv = buffer(y, 8, ACCEL_DTYPE_F16);
+  WCHECK(refused(g.api->comm_all_reduce(&a), "recv.dtype", &message), "dtype mismatch: %s",
+         message.c_str());
+  a.root = g.world;
+  WCHECK(refused(g.api->comm_broadcast(&a), "root", &message), "root: %s", message.c_str());
+  a.peer = g.rank;
+  WCHECK(refused(g.api->comm_send(&a), "peer", &message), "send to its own rank: %s",
+         message.c_str());
+  WCHECK(refused(g.api->comm_recv(&a), "peer", &message), "recv from its own rank: %s",
+         message.c_str());
+  a.peer = g.world;
+  WCHECK(refused(g.api->comm_send(&a), "peer", &message), "send to rank %d of %d: %s", g.world,
+         g.world, message.c_str());
   if (g.world > 1) {  // with one rank every peer is the caller's own
     a.peer = (g.rank + 1) % g.world;
     a.tag = -1;
-    WCHECK(refused(g.api->comm_send(&a), "tag"), "send with tag -1: %s", message.c_str());
-    WCHECK(refused(g.api->comm_recv(&a), "tag"), "recv with tag -1: %s", message.c_str());
+    WCHECK(refused(g.api->comm_send(&a), "tag", &message), "send with tag -1: %s", message.c_str());
+    WCHECK(refused(g.api->comm_recv(&a), "tag", &message), "recv with tag -1: %s", message.c_str());
     a.tag = 0;
   }
   a.comm = nullptr;
-  WCHECK(refused(g.api->comm_barrier(&a), "comm"), "null comm: %s", message.c_str());
-  WCHECK(refused(g.api->comm_all_reduce(nullptr), /*any message*/ ""), "null args");
+  WCHECK(refused(g.api->comm_barrier(&a), "comm", &message), "null comm: %s", message.c_str());
+  WCHECK(refused(g.api->comm_all_reduce(nullptr), /*any message*/ "", &message), "null args");
 
   // The store is never NULL, even for one rank: a plugin must refuse it, not crash or
   // wait. It fails before any rendezvous, so the other ranks need not take part.
@@ -462,8 +468,8 @@ void check_validation() {
   create.device = g.device;
   create.timeout_ms = 2000;
   create.store = nullptr;
-  WCHECK(refused(g.api->comm_create(&create), "store"), "comm_create with a NULL store: %s",
-         message.c_str());
+  WCHECK(refused(g.api->comm_create(&create), "store", &message),
+         "comm_create with a NULL store: %s", message.c_str());
   if (create.comm != nullptr) take(g.api->comm_destroy(create.comm));
 }
 
@@ -694,27 +700,23 @@ void check_device_memory() {
   check_begin("device memory: a host pointer where device memory is expected is INVALID_ARGUMENT");
   std::vector<float> host(8, 1);
   std::string message;
-  auto refused = [&message](accel_error* error, const char* field) {
-    return take(error, &message) == ACCEL_STATUS_INVALID_ARGUMENT &&
-           message.find(field) != std::string::npos;
-  };
   auto r = args_for(g.comm);
   r.op = ACCEL_REDUCE_SUM;
   r.send = r.recv = buffer(host.data(), host.size(), ACCEL_DTYPE_F32);
-  WCHECK(refused(g.api->comm_all_reduce(&r), "send"),
+  WCHECK(refused(g.api->comm_all_reduce(&r), "send", &message),
          "all_reduce on host memory: status and message '%s' (want INVALID_ARGUMENT naming send)",
          message.c_str());
   copy.kind = ACCEL_COPY_HOST_TO_DEVICE;
   copy.dst = host.data();
   copy.src = in.data();
   copy.size_bytes = host.size() * sizeof(float);
-  WCHECK(refused(g.api->memory_copy(&copy), "dst"),
+  WCHECK(refused(g.api->memory_copy(&copy), "dst", &message),
          "host-to-device copy to a host pointer: '%s' (want INVALID_ARGUMENT naming dst)",
          message.c_str());
   copy.kind = ACCEL_COPY_DEVICE_TO_HOST;
   copy.dst = out.data();
   copy.src = host.data();
-  WCHECK(refused(g.api->memory_copy(&copy), "src"),
+  WCHECK(refused(g.api->memory_copy(&copy), "src", &message),
          "device-to-host copy from a host pointer: '%s' (want INVALID_ARGUMENT naming src)",
          message.c_str());
 }
