@@ -139,10 +139,13 @@ int run(int argc, char** argv) {
       net, optimizer, accel::DataLoader(train.data, train.targets, train_options),
       accel::DataLoader(test.data, test.targets, test_options));
   auto& prepared = model;  // C++17 lambdas cannot capture a structured binding
+  // Where the parameters are, as LibTorch sees them (privateuseone:0 on the sim device).
+  const std::string where = model->parameters().front().device().str();
   accelerator.print(examples::format(
-      "cv_example: %zu train / %zu test images, %d process(es) on %s, %d threads each",
+      "cv_example: %zu train / %zu test images, %d process(es) on %s (parameters on %s), %d "
+      "threads each",
       train.size(), test.size(), accelerator.num_processes(), accelerator.backend().c_str(),
-      torch::get_num_threads()));
+      where.c_str(), torch::get_num_threads()));
   // With --resume or resume_from_checkpoint: weights, optimizer, RNG and the loader's
   // position come back, and the loop continues at the saved epoch and batch.
   if (const auto resumed = accelerator.resume_if_requested()) {

@@ -2,6 +2,7 @@
 // precision answers from the generation it emulates.
 #include "sim_device.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,21 @@ const char* device_name(int32_t device) {
   return names.at(static_cast<size_t>(device)).c_str();
 }
 
+const char* const kNoPrivateUse1Autocast =
+    "the host's LibTorch is older than 2.1, which has no autocast for a PrivateUse1 device "
+    "such as this one: run in fp32 (mixed_precision no), or build accelrun against LibTorch "
+    "2.1 or newer";
+
+// The host's framework is LibTorch 2.1 or newer (the first with AutocastPrivateUse1);
+// an unknown framework or version counts as not.
+bool host_autocasts_privateuse1() {
+  const accel_host_api* host = accel_cpu::host_api();
+  if (host == nullptr || host->framework_version == nullptr) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(host->framework_version, "%d.%d", &major, &minor) != 2) return false;
+  return major > 2 || (major == 2 && minor >= 1);
+}
+
 }  // namespace
 
 int32_t current_device() { return t_current_device; }
@@ -51,9 +67,12 @@ accel_error* info_get(accel_backend_info* out) {
     info.visible_devices_env = "SIM_VISIBLE_DEVICES";
     // Probing reads the environment only: no thread, no lock, no mapping.
     info.fork_safety = ACCEL_FORK_SAFE;
-    info.framework_extensions = nullptr;
-    info.num_framework_extensions = 0;
-    info.framework_extension_path_env = nullptr;
+    // The device's LibTorch side (plugins/sim/torch), installed next to the plugin,
+    // as a vendor ships its torch extension beside its plugin.
+    static const char* const extensions[] = {"libaccel_sim_torch.so"};
+    info.framework_extensions = extensions;
+    info.num_framework_extensions = 1;
+    info.framework_extension_path_env = "SIM_TORCH_LIB_DIR";
     return copy_out("info_get", out, info);
   });
 }
@@ -165,6 +184,17 @@ accel_error* precision_query(accel_precision_query* query) {
     const bool bf16 = query->dtype == ACCEL_DTYPE_BF16;
     query->autocast_supported = bf16 ? generation.bf16_autocast : generation.f16_autocast;
     query->autocast_reason = bf16 ? generation.bf16_reason : generation.f16_reason;
+    // Whatever the generation could do, LibTorch before 2.1 cannot autocast a
+    // PrivateUse1 device (it has no AutocastPrivateUse1 key), as a real vendor's
+    // plugin must also answer for the host's LibTorch.
+    if (query->autocast_supported && !host_autocasts_privateuse1()) {
+      // What the generation itself lacks is said too: a newer LibTorch would not help it.
+      static const std::string plain = kNoPrivateUse1Autocast;
+      static const std::string unscaled =
+          plain + "; and on any LibTorch, " + generation.scaling_reason;
+      query->autocast_supported = false;
+      query->autocast_reason = !bf16 && !generation.grad_scaling ? unscaled.c_str() : plain.c_str();
+    }
     query->grad_scaling_supported = generation.grad_scaling;
     query->grad_scaling_reason = generation.scaling_reason;
     return nullptr;

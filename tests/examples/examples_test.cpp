@@ -127,13 +127,18 @@ TrainingRun accelrun(std::vector<std::string> args, std::chrono::seconds limit) 
   return run;
 }
 
-// 2 CPU processes, one LibTorch thread each (2 cores between them), a given precision.
+// 2 processes, one LibTorch thread each (2 cores between them), a given precision, on
+// the CPU plugin unless `backend` says otherwise.
 TrainingRun train(const char* program, const std::string& precision, std::vector<std::string> flags,
-                  std::chrono::seconds limit) {
+                  std::chrono::seconds limit, std::vector<std::string> backend = {"--cpu"}) {
   // Port 0: ctest runs these tests side by side, and two stores cannot share 29500.
-  std::vector<std::string> args = {"--cpu", "--num_processes",   "2",       "--main_process_port",
-                                   "0",     "--mixed_precision", precision, program,
-                                   "--",    "--threads",         "1"};
+  std::vector<std::string> args = std::move(backend);
+  for (const std::string& arg :
+       {"--num_processes", "2", "--main_process_port", "0", "--mixed_precision"})
+    args.push_back(arg);
+  for (const std::string& arg : {precision, std::string(program), std::string("--"),
+                                 std::string("--threads"), std::string("1")})
+    args.push_back(arg);
   args.insert(args.end(), flags.begin(), flags.end());
   return accelrun(std::move(args), limit);
 }
@@ -163,6 +168,22 @@ void expect_trained(const TrainingRun& run, std::size_t epochs) {
   ASSERT_EQ(run.exit_code, 0) << describe(run);
   ASSERT_EQ(run.accuracies.size(), epochs) << describe(run);
   EXPECT_EQ(hash_of(run).size(), 16u) << describe(run);
+}
+
+// Issue M: the same run on the simulated accelerator (tensors in its device memory,
+// through its LibTorch extension) ends with the CPU run's parameters, bit for bit: its
+// kernels are the CPU's, run on copies, and its collectives are the CPU plugin's engine.
+TEST(CvExample, OnTheSimDeviceEndsWithTheCpuRunsParameters) {
+  const std::vector<std::string> flags = {"--epochs", "2"};
+  const TrainingRun cpu = train(CV_EXAMPLE, "no", flags, kLimit);
+  const TrainingRun sim = train(CV_EXAMPLE, "no", flags, kLimit, {"--backend", "sim"});
+  expect_trained(cpu, 2);
+  expect_trained(sim, 2);
+  EXPECT_NE(sim.output.find("on sim (parameters on privateuseone:0)"), std::string::npos)
+      << describe(sim);
+  EXPECT_NE(cpu.output.find("on cpu (parameters on cpu)"), std::string::npos) << describe(cpu);
+  EXPECT_EQ(hash_of(sim), hash_of(cpu)) << describe(sim) << "\n" << describe(cpu);
+  EXPECT_EQ(sim.accuracies, cpu.accuracies);
 }
 
 // Issue D: `accelrun --cpu --num_processes 2 cv_example.so -- --epochs 6` reaches 89%.

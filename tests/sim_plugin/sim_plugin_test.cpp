@@ -27,7 +27,8 @@ struct Status {
 // reads SIM_* once per load, so each test gets the settings it asked for.
 class SimPlugin {
  public:
-  SimPlugin() {
+  // framework_version: the host's LibTorch, which the precision answers depend on.
+  explicit SimPlugin(const char* framework_version = "1.13.1") {
     path_ = fs::temp_directory_path() / ("sim_plugin_test_" + std::to_string(::getpid()) + "_" +
                                          std::to_string(++count_) + "_libbackend_sim.so");
     fs::copy_file(ACCEL_SIM_PLUGIN_PATH, path_, fs::copy_options::overwrite_existing);
@@ -42,7 +43,7 @@ class SimPlugin {
     host_.abi_major = ACCEL_ABI_VERSION_MAJOR;
     host_.abi_minor = ACCEL_ABI_VERSION_MINOR;
     host_.framework_name = "libtorch";
-    host_.framework_version = "1.13.1";
+    host_.framework_version = framework_version;
     api_ = get(&host_);
   }
   ~SimPlugin() {
@@ -189,9 +190,10 @@ TEST(SimPlugin, ABadSettingMakesTheBackendUnavailableNamingIt) {
   EXPECT_NE(init.message.find("SIM_FAULT"), std::string::npos) << init.message;
 }
 
+// On a LibTorch that autocasts PrivateUse1 (2.1+), the generation decides.
 TEST(SimPlugin, GenerationsAnswerPrecisionQueries) {
   sim_env({{"SIM_GENERATION", "mps"}});
-  SimPlugin sim;
+  SimPlugin sim("2.4.0");
   accel_precision_query query{};
   query.struct_size = ACCEL_PRECISION_QUERY_STRUCT_SIZE;
   query.dtype = ACCEL_DTYPE_F16;
@@ -202,6 +204,21 @@ TEST(SimPlugin, GenerationsAnswerPrecisionQueries) {
   query.dtype = ACCEL_DTYPE_BF16;
   ASSERT_EQ(sim.take(sim.api().precision_query(&query)).code, ACCEL_STATUS_OK);
   EXPECT_FALSE(query.autocast_supported);
+}
+
+// LibTorch before 2.1 has no autocast for PrivateUse1, whatever the generation can do.
+TEST(SimPlugin, NothingAutocastsOnLibTorchBefore21) {
+  sim_env({{"SIM_GENERATION", "full"}});
+  SimPlugin sim("1.13.1");
+  accel_precision_query query{};
+  query.struct_size = ACCEL_PRECISION_QUERY_STRUCT_SIZE;
+  for (accel_dtype dtype : {ACCEL_DTYPE_F16, ACCEL_DTYPE_BF16}) {
+    query.dtype = dtype;
+    ASSERT_EQ(sim.take(sim.api().precision_query(&query)).code, ACCEL_STATUS_OK);
+    EXPECT_FALSE(query.autocast_supported);
+    EXPECT_NE(std::string(query.autocast_reason).find("older than 2.1"), std::string::npos)
+        << query.autocast_reason;
+  }
 }
 
 // A one-rank store in memory: enough for a communicator of world size 1.
@@ -298,7 +315,8 @@ TEST(SimPlugin, ALostDeviceFailsEveryLaterCall) {
 }
 
 // The launcher asks the plugin before starting anything: fp16 needs gradient scaling,
-// which the MPS-like generation lacks, so the run stops with the plugin's reason.
+// which the MPS-like generation lacks, so the run stops with the plugin's reason (which
+// on this LibTorch, 1.13, also says it has no PrivateUse1 autocast).
 TEST(SimPlugin, AccelrunRefusesFp16OnTheMpsGenerationBeforeAnyWorkerStarts) {
   const std::string command = std::string("SIM_GENERATION=mps ") + ACCELRUN_BINARY +
                               " --backend sim --num_processes 2 --main_process_port 0 "

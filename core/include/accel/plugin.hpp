@@ -290,4 +290,21 @@ class Plugin : public std::enable_shared_from_this<Plugin> {
   uint64_t generation_ = 0;
 };
 
+// ------------------------------------------------------ Framework extensions
+
+// Loads `plugin`'s framework extensions into this process, in order, found as backend.h
+// says (an absolute path as it is; a file name in the directories of the plugin's
+// framework_extension_path_env, then the plugin's own directory, then the dynamic
+// linker's search), and calls each one's accel_framework_extension_attach, if it has
+// one, with plugin->api(). A worker calls it before any tensor touches the device.
+// Returns the files loaded, in order; a plugin that names none loads nothing.
+//
+// Lifetime: an extension is never unloaded (LibTorch cannot forget a device once it is
+// registered), and `plugin` is kept alive until the process exits once it has an
+// extension, because tensors the extension allocated may be freed after every other
+// owner is gone. Loading the same plugin's extensions again is a no-op.
+// Errors: a missing file, a library that fails to load, or an attach that fails throws
+// accel::Error (backend) naming the file, the directories searched and the plugin.
+std::vector<std::filesystem::path> load_framework_extensions(const std::shared_ptr<Plugin>& plugin);
+
 }  // namespace accel

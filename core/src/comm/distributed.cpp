@@ -211,6 +211,8 @@ DistributedContext::DistributedContext(DistributedOptions options, RunConfig con
   device_ = pick_device(*plugin_, options_.local_rank);
   plugin_->set_device(device_);
   device_type_ = c10::Device(plugin_->info().device_type).type();
+  // Before any tensor touches the device: the vendor's extension teaches LibTorch it.
+  load_framework_extensions(plugin_);
   select_torch_device(device_type_, device_, plugin_->name());
   store_ = connect_store(options_);
   if (options_.world_size == 1) return;
