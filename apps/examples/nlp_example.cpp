@@ -160,6 +160,9 @@ int run(int argc, char** argv) {
 extern "C" int accel_main(int argc, char** argv) {
   try {
     return run(argc, argv);
+  } catch (const c10::Error& e) {  // LibTorch's own: its message without the C++ backtrace
+    std::fprintf(stderr, "nlp_example: %s\n", e.what_without_backtrace());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nlp_example: %s\n", e.what());
     return 1;

@@ -87,7 +87,13 @@ bool inject(const char* call, const accel_collective_args* args,
                   settings().fault.text;
     const accel_status_code code =
         fault == CollectiveFault::kDeviceLost ? ACCEL_STATUS_UNAVAILABLE : ACCEL_STATUS_INTERNAL;
-    task = [code, message] { return make_error(code, message); };
+    // The failure poisons the communicator, as an asynchronous NCCL error does once
+    // the watchdog aborts it: later collectives here fail ABORTED and the peers' fail
+    // with a lost connection, instead of pairing their next exchange with the wrong one.
+    task = [code, message, comm] {
+      accel_cpu::error_destroy(accel_cpu::comm_abort(comm.get()));
+      return make_error(code, message);
+    };
   }
   *result = args->stream == nullptr ? task() : stream_enqueue(args->stream, std::move(task));
   return true;

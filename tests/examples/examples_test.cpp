@@ -133,12 +133,8 @@ TrainingRun train(const char* program, const std::string& precision, std::vector
                   std::chrono::seconds limit, std::vector<std::string> backend = {"--cpu"}) {
   // Port 0: ctest runs these tests side by side, and two stores cannot share 29500.
   std::vector<std::string> args = std::move(backend);
-  for (const std::string& arg :
-       {"--num_processes", "2", "--main_process_port", "0", "--mixed_precision"})
-    args.push_back(arg);
-  for (const std::string& arg : {precision, std::string(program), std::string("--"),
-                                 std::string("--threads"), std::string("1")})
-    args.push_back(arg);
+  args.insert(args.end(), {"--num_processes", "2", "--main_process_port", "0", "--mixed_precision",
+                           precision, program, "--", "--threads", "1"});
   args.insert(args.end(), flags.begin(), flags.end());
   return accelrun(std::move(args), limit);
 }

@@ -14,7 +14,7 @@ namespace accel_sim_torch {
 // The plugin's table, as the worker attached it. Throws c10::Error before attach.
 const accel_backend_api& plugin();
 
-// Turns a plugin error into a c10::Error naming the call, and destroys it.
+// Turns a plugin error into a c10::Error ("sim plugin: <call>: <message>"), and destroys it.
 void check(accel_error* error, const char* call);
 
 // This thread's current sim device (the device guard's).

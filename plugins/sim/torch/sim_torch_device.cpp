@@ -118,7 +118,9 @@ void check(accel_error* error, const char* call) {
   const accel_backend_api& api = plugin();
   const std::string message = api.error_get_message(error);
   api.error_destroy(error);
-  TORCH_CHECK(false, "sim plugin ", call, ": ", message);
+  // The sim plugin's messages start with the call's name; say it only when one does not.
+  const bool named = message.rfind(std::string(call) + ":", 0) == 0;
+  TORCH_CHECK(false, "sim plugin: ", named ? "" : std::string(call) + ": ", message);
 }
 
 int32_t current_device() { return t_device; }
