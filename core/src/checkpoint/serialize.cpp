@@ -2,12 +2,20 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
+#include <c10/util/string_utils.h>
 #include <torch/nn/module.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace accel {
@@ -122,13 +130,80 @@ std::string optimizer_to_bytes(const torch::optim::Optimizer& optimizer) {
   return std::move(out).str();
 }
 
+namespace {
+
+// The tensors of one parameter's optimizer state, for LibTorch's own optimizers; nullopt
+// for a state type this core does not know.
+std::optional<std::vector<at::Tensor*>> state_tensors(torch::optim::OptimizerParamState& state) {
+  namespace optim = torch::optim;
+  if (auto* s = dynamic_cast<optim::AdamParamState*>(&state))
+    return std::vector<at::Tensor*>{&s->exp_avg(), &s->exp_avg_sq(), &s->max_exp_avg_sq()};
+  if (auto* s = dynamic_cast<optim::AdamWParamState*>(&state))
+    return std::vector<at::Tensor*>{&s->exp_avg(), &s->exp_avg_sq(), &s->max_exp_avg_sq()};
+  if (auto* s = dynamic_cast<optim::SGDParamState*>(&state))
+    return std::vector<at::Tensor*>{&s->momentum_buffer()};
+  if (auto* s = dynamic_cast<optim::RMSpropParamState*>(&state))
+    return std::vector<at::Tensor*>{&s->square_avg(), &s->momentum_buffer(), &s->grad_avg()};
+  if (auto* s = dynamic_cast<optim::AdagradParamState*>(&state))
+    return std::vector<at::Tensor*>{&s->sum()};
+  return std::nullopt;
+}
+
+// Devices LibTorch's unpickler restores tensors to by itself (1.13: CPU, CUDA, HPU; a
+// PrivateUse1 device is refused).
+bool unpickler_restores_to(c10::DeviceType type) {
+  return type == c10::DeviceType::CPU || type == c10::DeviceType::CUDA ||
+         type == c10::DeviceType::HPU;
+}
+
+// The device of the optimizer's parameters when the unpickler cannot restore to it.
+std::optional<c10::Device> device_needing_host_load(const torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups())
+    for (const at::Tensor& p : group.params())
+      if (p.defined() && !unpickler_restores_to(p.device().type())) return p.device();
+  return std::nullopt;
+}
+
+// After a load to the host: each state tensor to its parameter's device, as Python's
+// Optimizer.load_state_dict does.
+void move_state_to_parameters(torch::optim::Optimizer& optimizer, const c10::Device& device,
+                              const std::string& file) {
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      // LibTorch 1.13 keys the state by the parameter's TensorImpl address as text.
+      const auto found = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (found == optimizer.state().end()) continue;
+      const auto tensors = state_tensors(*found->second);
+      if (!tensors) {
+        throw CheckpointError("checkpoint: '" + file +
+                              "': this LibTorch (" TORCH_VERSION
+                              ") loads optimizer state "
+                              "only to the host for device " +
+                              device.str() +
+                              ", and this optimizer's state type is not one the core can "
+                              "move to the device (Adam, AdamW, SGD, RMSprop, Adagrad)");
+      }
+      for (at::Tensor* t : *tensors)
+        if (t->defined() && t->device() != p.device()) *t = t->to(p.device());
+    }
+  }
+}
+
+}  // namespace
+
 void optimizer_from_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes,
                           const std::string& file) {
   try {
     std::istringstream in(bytes);
     torch::serialize::InputArchive archive;
-    archive.load_from(in);
+    const std::optional<c10::Device> device = device_needing_host_load(optimizer);
+    if (device) {
+      archive.load_from(in, c10::Device(c10::kCPU));
+    } else {
+      archive.load_from(in);
+    }
     optimizer.load(archive);
+    if (device) move_state_to_parameters(optimizer, *device, file);
     at::Tensor rates;
     if (archive.try_read(kLearningRates, rates)) {
       if (rates.numel() != static_cast<int64_t>(optimizer.param_groups().size())) {

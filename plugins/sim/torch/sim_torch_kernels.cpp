@@ -159,6 +159,32 @@ const at::Tensor& sim_resize_(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
+// Points self at (part of) a device storage, as the CPU's set_ does: LibTorch's
+// serializer reads a device tensor's storage through a tensor made this way.
+at::Tensor& sim_set_storage_(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                             at::IntArrayRef size, at::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kSim, "sim: set_ to a storage on ", source.device(),
+              "; expected one of this device");
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(storage_offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+  }
+  const size_t needed =
+      static_cast<size_t>(storage_offset + span_elements(self)) * self.element_size();
+  TORCH_CHECK(self.numel() == 0 || needed <= self.storage().nbytes(), "sim: set_ needs ", needed,
+              " bytes of a storage of ", self.storage().nbytes());
+  return self;
+}
+
+at::Tensor& sim_set_tensor_(at::Tensor& self, const at::Tensor& source) {
+  return sim_set_storage_(self, source.storage(), source.storage_offset(), source.sizes(),
+                          source.strides());
+}
+
 // LibTorch routes convolution on a device it does not know here; the host's kernels run
 // it, so results equal the CPU's bit for bit.
 at::Tensor sim_convolution(const at::Tensor& input, const at::Tensor& weight,
@@ -205,6 +231,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", TORCH_FN(sim_empty_strided));
   m.impl("resize_", TORCH_FN(sim_resize_));
   m.impl("copy_", TORCH_FN(sim_copy_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(sim_set_storage_));
+  m.impl("set_.source_Tensor", TORCH_FN(sim_set_tensor_));
   m.impl("_copy_from", TORCH_FN(sim_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(sim_copy_from_and_resize));
   // Views share the device storage; a fallback would return a host copy instead.

@@ -1,8 +1,10 @@
-// Every SIM_FAULT kind injected into a real training run: `accelrun --backend sim
-// --num_processes 2 cv_example.so`, 2 processes on 127.0.0.1, the fault on rank 1. Each
-// run must end, within the collective timeout, with an error naming the rank, the
-// operation and the plugin, and leave no process behind (each run's processes carry a
-// token in their environment, looked for in /proc afterwards).
+// Short cv_example runs on the simulated device through `accelrun --backend sim
+// --num_processes 2`, 2 processes on 127.0.0.1:
+// - every SIM_FAULT kind, on rank 1, must end the run, within the collective timeout,
+//   with an error naming the rank, the operation and the plugin, and leave no process
+//   behind (each run's processes carry a token in their environment, looked for in /proc);
+// - a checkpoint of device tensors (parameters and Adam state on privateuseone), resumed,
+//   ends where the uninterrupted run does.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -49,10 +51,10 @@ std::vector<int> processes_with(const std::string& token) {
   return found;
 }
 
-// accelrun with SIM_FAULT=fault (and `extra` variables), killed with its process group
-// past `limit`.
-TrainingRun train_with_fault(const std::string& fault, const std::string& token,
-                             const std::vector<std::string>& extra, std::chrono::seconds limit) {
+// accelrun running cv_example with `variables` (and cv_example `flags`), killed with its
+// process group past `limit`.
+TrainingRun train_on_sim(const std::string& token, const std::vector<std::string>& variables,
+                         std::chrono::seconds limit, const std::vector<std::string>& flags = {}) {
   const fs::path log = fs::temp_directory_path() / (token + ".log");
   std::vector<std::string> args = {ACCELRUN_BINARY,
                                    "--backend",
@@ -71,8 +73,9 @@ TrainingRun train_with_fault(const std::string& fault, const std::string& token,
                                    "200",
                                    "--threads",
                                    "1"};
-  std::vector<std::string> env = {"SIM_FAULT=" + fault, "ACCEL_FAULT_TEST_TOKEN=" + token};
-  env.insert(env.end(), extra.begin(), extra.end());
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<std::string> env = {"ACCEL_FAULT_TEST_TOKEN=" + token};
+  env.insert(env.end(), variables.begin(), variables.end());
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     if (entry.rfind("ACCEL_", 0) == 0 || entry.rfind("SIM_", 0) == 0) continue;
@@ -134,9 +137,10 @@ TEST_P(FaultInTraining, EndsTheRunNamingRankOperationAndPluginWithNothingLeft) {
   const Case& c = GetParam();
   const std::string token = "sim_fault_" + std::to_string(::getpid()) + "_" + c.name;
   constexpr int kTimeoutS = 5;  // the collective timeout: a hang must end by then
-  const TrainingRun run =
-      train_with_fault(c.fault, token, {"ACCEL_COLLECTIVE_TIMEOUT=" + std::to_string(kTimeoutS)},
-                       std::chrono::seconds(180));
+  const TrainingRun run = train_on_sim(token,
+                                       {std::string("SIM_FAULT=") + c.fault,
+                                        "ACCEL_COLLECTIVE_TIMEOUT=" + std::to_string(kTimeoutS)},
+                                       std::chrono::seconds(180));
   ASSERT_FALSE(run.timed_out) << run.output;
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_LT(run.seconds, 120.0) << run.output;  // start-up and the fault, on a loaded machine
@@ -169,5 +173,34 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<Case>& param_info) {
       return std::string(param_info.param.name);
     });
+
+std::string hash_of(const TrainingRun& run) {
+  const std::string key = "parameter hash: ";
+  const size_t at = run.output.rfind(key);
+  return at == std::string::npos ? "" : run.output.substr(at + key.size(), 16);
+}
+
+// Steps 1-10 with a checkpoint at 5 and 10, then a new run resumed from the latest to
+// step 15, against 15 steps in one run: the resumed run loads parameters and Adam state
+// back onto the device (LibTorch 1.13 restores neither to privateuseone by itself).
+TEST(SimCheckpoint, AResumedRunEndsWhereTheUninterruptedOneDoes) {
+  const fs::path dir = fs::temp_directory_path() / ("sim_checkpoint_" + std::to_string(::getpid()));
+  const auto limit = std::chrono::seconds(300);
+  const std::string token = "sim_checkpoint_" + std::to_string(::getpid());
+  const TrainingRun whole = train_on_sim(token, {}, limit, {"--max_steps", "15"});
+  const TrainingRun first =
+      train_on_sim(token, {}, limit,
+                   {"--max_steps", "10", "--checkpoint_every", "5", "--project_dir", dir.string()});
+  const TrainingRun resumed = train_on_sim(
+      token, {}, limit, {"--max_steps", "15", "--resume", "latest", "--project_dir", dir.string()});
+  fs::remove_all(dir);
+  for (const TrainingRun* run : {&whole, &first, &resumed}) {
+    ASSERT_EQ(run->exit_code, 0) << run->output;
+    EXPECT_NE(run->output.find("parameters on privateuseone:0"), std::string::npos) << run->output;
+  }
+  EXPECT_NE(resumed.output.find("at step 10"), std::string::npos) << resumed.output;
+  EXPECT_EQ(hash_of(resumed), hash_of(whole)) << resumed.output << "\n" << whole.output;
+  EXPECT_NE(hash_of(first), hash_of(whole)) << "10 and 15 steps gave the same parameters";
+}
 
 }  // namespace
