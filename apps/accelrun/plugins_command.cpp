@@ -68,8 +68,21 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+// Whether a plugin in `file`'s directory names it as one of its framework extensions
+// (libaccel_sim_torch.so beside libbackend_sim.so): then it is where it belongs.
+bool is_framework_extension(const accel::PluginRegistry& registry,
+                            const std::filesystem::path& file) {
+  for (const auto& d : registry.candidates()) {
+    if (!d.info || d.path.parent_path() != file.parent_path()) continue;
+    for (const std::string& name : d.info->framework_extensions)
+      if (name == file.filename().string() || name == file.string()) return true;
+  }
+  return false;
+}
+
 // Shared libraries in the search path that discovery passes over because of their name:
-// a plugin built as libacme.so would otherwise vanish without a word.
+// a plugin built as libacme.so would otherwise vanish without a word. A plugin's
+// framework extension next to it is not one of them.
 std::vector<std::filesystem::path> misnamed_libraries(const accel::PluginRegistry& registry) {
   std::vector<std::filesystem::path> found;
   for (const auto& dir : registry.search_path().dirs) {
@@ -81,7 +94,9 @@ std::vector<std::filesystem::path> misnamed_libraries(const accel::PluginRegistr
       if (!it->is_regular_file(type_ec)) continue;
       const std::string name = it->path().filename().string();
       const bool library = name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0;
-      if (library && !accel::backend_name_from_file(it->path())) found.push_back(it->path());
+      if (library && !accel::backend_name_from_file(it->path()) &&
+          !is_framework_extension(registry, it->path()))
+        found.push_back(it->path());
     }
   }
   std::sort(found.begin(), found.end());

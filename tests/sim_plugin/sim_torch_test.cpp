@@ -135,7 +135,7 @@ TEST(SimTorch, DeviceOutOfMemoryIsAnErrorNamingThePlugin) {
     FAIL() << "a 2 GiB tensor fitted in a 256 MiB device";
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
-    EXPECT_NE(what.find("sim plugin memory_allocate"), std::string::npos) << what;
+    EXPECT_NE(what.find("sim plugin: memory_allocate: out of memory"), std::string::npos) << what;
   }
 }
 

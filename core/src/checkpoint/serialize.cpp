@@ -175,13 +175,13 @@ void move_state_to_parameters(torch::optim::Optimizer& optimizer, const c10::Dev
       if (found == optimizer.state().end()) continue;
       const auto tensors = state_tensors(*found->second);
       if (!tensors) {
-        throw CheckpointError("checkpoint: '" + file +
-                              "': this LibTorch (" TORCH_VERSION
-                              ") loads optimizer state "
-                              "only to the host for device " +
-                              device.str() +
-                              ", and this optimizer's state type is not one the core can "
-                              "move to the device (Adam, AdamW, SGD, RMSprop, Adagrad)");
+        std::string message = "checkpoint: '" + file + "': this LibTorch (";
+        message += TORCH_VERSION;
+        message += ") loads optimizer state only to the host for device " + device.str();
+        message +=
+            ", and this optimizer's state type is not one the core can move to the device "
+            "(Adam, AdamW, SGD, RMSprop, Adagrad)";
+        throw CheckpointError(message);
       }
       for (at::Tensor* t : *tensors)
         if (t->defined() && t->device() != p.device()) *t = t->to(p.device());
