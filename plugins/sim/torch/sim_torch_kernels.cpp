@@ -210,6 +210,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sim_convolution_backward(
   return {back(grad_input), back(grad_weight), back(grad_bias)};
 }
 
+// LibTorch's own view kernels, through functions of this file: with -fsanitize GCC cannot
+// prove at compile time that another library's function is not null, which TORCH_FN
+// asserts.
+at::Tensor sim_as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
+                          c10::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+at::Tensor sim_view(const at::Tensor& self, at::IntArrayRef size) {
+  return at::native::view(self, size);
+}
+at::Tensor sim_reshape_alias(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
 // LibTorch 1.13's TensorImpl::has_compatible_shallow_copy_type counts CPU, CUDA, HIP,
 // MPS and XPU as the dense backends, so set_data, and with it Module::to, would refuse
 // to move a CPU parameter here. Strided tensors of the CPU and of this device are alike.
@@ -236,9 +250,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(sim_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(sim_copy_from_and_resize));
   // Views share the device storage; a fallback would return a host copy instead.
-  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
-  m.impl("view", TORCH_FN(at::native::view));
-  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("as_strided", TORCH_FN(sim_as_strided));
+  m.impl("view", TORCH_FN(sim_view));
+  m.impl("_reshape_alias", TORCH_FN(sim_reshape_alias));
   m.impl("convolution_overrideable", TORCH_FN(sim_convolution));
   m.impl("convolution_backward_overrideable", TORCH_FN(sim_convolution_backward));
 }
