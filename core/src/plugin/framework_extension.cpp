@@ -117,9 +117,12 @@ void attach(const Plugin& plugin, const std::string& name, const Loaded& loaded)
 // Plugins whose extensions are loaded: kept until exit (see plugin.hpp). Never
 // destroyed, since tensors may be freed by static destructors after any exit handler.
 struct Pinned {
+  struct Entry {
+    std::shared_ptr<Plugin> plugin;
+    std::vector<fs::path> loaded;
+  };
   std::mutex mutex;
-  std::vector<std::shared_ptr<Plugin>> plugins;
-  std::vector<std::vector<fs::path>> loaded;
+  std::vector<Entry> entries;
 };
 Pinned& pinned() {
   static auto* instance = new Pinned();  // NOLINT(cppcoreguidelines-owning-memory): see above
@@ -132,18 +135,15 @@ std::vector<fs::path> load_framework_extensions(const std::shared_ptr<Plugin>& p
   if (!plugin) throw std::invalid_argument("load_framework_extensions: the plugin is null");
   Pinned& state = pinned();
   std::lock_guard<std::mutex> lock(state.mutex);
-  for (size_t i = 0; i < state.plugins.size(); ++i)
-    if (state.plugins[i] == plugin) return state.loaded[i];
+  for (const Pinned::Entry& entry : state.entries)
+    if (entry.plugin == plugin) return entry.loaded;
   std::vector<fs::path> loaded;
   for (const std::string& name : plugin->info().framework_extensions) {
     const Loaded found = open_extension(*plugin, name);
     attach(*plugin, name, found);
     loaded.push_back(found.path);
   }
-  if (!loaded.empty()) {
-    state.plugins.push_back(plugin);
-    state.loaded.push_back(loaded);
-  }
+  if (!loaded.empty()) state.entries.push_back({plugin, loaded});
   return loaded;
 }
 
