@@ -91,11 +91,14 @@ TEST_P(VendorPluginTest, BuildsOutOfTreeLoadsAndReportsTheMissingDriver) {
                       " " + quoted(ACCEL_CUDA_LIBRARY_DIR) + " " + quoted(ACCEL_NCCL_LIBRARY));
   ASSERT_EQ(mapped.exit_code, 0) << mapped.output;
 
-  // Only the installed SDK and the vendor's: nothing of this build tree.
+  // Only the installed SDK and the vendor's: nothing of this build tree. Our warning
+  // flags, as errors: the SDK leaves a vendor's flags to the vendor.
   Result configure = run(
       cmake + " -S " + quoted(fs::path(ACCEL_SOURCE_DIR) / "plugins" / vendor.name) + " -B " +
       quoted(build) + " -G '" + ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix) +
-      " -D" + vendor.home_variable + "=" + quoted(sdk));
+      " -D" + vendor.home_variable + "=" + quoted(sdk) +
+      " '-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Wshadow=local "
+      "-Wnon-virtual-dtor -Werror'");
   ASSERT_EQ(configure.exit_code, 0) << configure.output;
   Result compile = run(cmake + " --build " + quoted(build));
   ASSERT_EQ(compile.exit_code, 0) << compile.output;
