@@ -120,15 +120,12 @@ accel_status_code status_of(mcclResult_t result) {
   }
 }
 
-// "<call>: <api> failed (rank r of w, device d): <MCCL's text>; MCCL: <last error>".
-// mccl may be NULL (before the communicator exists): then MCCL's global last error.
-accel_error* mccl_error(const accel_comm* comm, mcclComm_t mccl, const std::string& call,
+// "<call>: <api> failed (rank r of w, device d): <MCCL's text>". Unlike the CUDA plugin,
+// no mcclGetLastError detail: Moore Threads' MCCL is not known to have it.
+accel_error* mccl_error(const accel_comm* comm, mcclComm_t /*mccl*/, const std::string& call,
                         const char* api, mcclResult_t result) {
-  const char* last = mcclGetLastError(mccl);
-  return make_error(
-      status_of(result),
-      call + ": " + api + " failed " + where(comm) + ": " + mcclGetErrorString(result) +
-          (last != nullptr && last[0] != '\0' ? std::string("; MCCL: ") + last : std::string()));
+  return make_error(status_of(result), call + ": " + api + " failed " + where(comm) + ": " +
+                                           mcclGetErrorString(result));
 }
 
 // Keeps the first failure of the communicator. Caller holds comm->mutex.

@@ -29,9 +29,11 @@
 namespace accel_musa {
 namespace {
 
-// MUSA encodes versions as 1000 * major + 10 * minor: 4030 is "4.3".
+// MUSA encodes versions as 10000 * major + 100 * minor + patch: 40300 is "4.3.0"
+// (torch_musa notes MUSART_VERSION is wrong before MUSA 4.3.0).
 std::string musa_version_text(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+  return std::to_string(version / 10000) + "." + std::to_string((version % 10000) / 100) + "." +
+         std::to_string(version % 100);
 }
 
 std::string visible_devices_note() {
@@ -124,14 +126,14 @@ accel_error* info_get(accel_backend_info* out) {
     info.name = "musa";
     info.plugin_version = ACCEL_MUSA_PLUGIN_VERSION;
     info.vendor = "accelrun";
-    // torch_musa registers MUSA as LibTorch's PrivateUse1 device (renamed "musa" for
-    // Python); its C++ library does that at load, so the worker loads it first.
+    // torch_musa registers MUSA as LibTorch's PrivateUse1 device: libmusa_python.so's
+    // static initialisers register its kernels, guard, allocator and autocast kernels.
     info.device_type = "privateuseone";
     info.collective_library = "mccl";
     info.visible_devices_env = "MUSA_VISIBLE_DEVICES";
     // musaGetDeviceCount in the launcher creates MUSA state a forked child cannot use.
     info.fork_safety = ACCEL_FORK_UNSAFE;
-    static const char* const extensions[] = {"libmusa_kernels.so"};
+    static const char* const extensions[] = {"libmusa_python.so"};
     info.framework_extensions = extensions;
     info.num_framework_extensions = 1;
     info.framework_extension_path_env = "TORCH_MUSA_LIB_DIR";

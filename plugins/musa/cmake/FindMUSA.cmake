@@ -28,9 +28,9 @@ if(MUSA_INCLUDE_DIR)
     endif()
   endforeach()
   if(_musa_version_number)
-    # MUSART_VERSION is 1000 * major + 10 * minor, as CUDART_VERSION is.
-    math(EXPR _musa_major "${_musa_version_number} / 1000")
-    math(EXPR _musa_minor "(${_musa_version_number} % 1000) / 10")
+    # MUSART_VERSION is 10000 * major + 100 * minor + patch.
+    math(EXPR _musa_major "${_musa_version_number} / 10000")
+    math(EXPR _musa_minor "(${_musa_version_number} % 10000) / 100")
     set(MUSA_VERSION "${_musa_major}.${_musa_minor}")
   endif()
 endif()
@@ -40,7 +40,8 @@ if(MUSA_MCCL_INCLUDE_DIR AND EXISTS "${MUSA_MCCL_INCLUDE_DIR}/mccl.h")
   file(STRINGS "${MUSA_MCCL_INCLUDE_DIR}/mccl.h" _mccl_config_lines REGEX "mcclCommInitRankConfig")
   if(NOT _mccl_config_lines)
     message(STATUS "MUSA: ${MUSA_MCCL_INCLUDE_DIR}/mccl.h has no mcclCommInitRankConfig; the "
-                   "plugin needs an MCCL with non-blocking communicators")
+                   "plugin needs an MCCL with non-blocking communicators (MCCL_HAS_CONFIG, "
+                   "MCCL 2.28.9 or newer)")
     set(MUSA_MCCL_INCLUDE_DIR "MUSA_MCCL_INCLUDE_DIR-NOTFOUND")
   endif()
 endif()

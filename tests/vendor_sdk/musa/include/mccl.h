@@ -50,7 +50,6 @@
 #define mcclCommGetAsyncError ncclCommGetAsyncError
 #define mcclCommInitRankConfig ncclCommInitRankConfig
 #define mcclGetErrorString ncclGetErrorString
-#define mcclGetLastError ncclGetLastError
 #define mcclGetUniqueId ncclGetUniqueId
 #define mcclGetVersion ncclGetVersion
 #define mcclRecv ncclRecv

@@ -8,7 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
-#define MUSART_VERSION CUDART_VERSION
+/* MUSA's encoding (10000 * major + 100 * minor + patch) of CUDA's (1000 * major + 10 * minor). */
+#define MUSART_VERSION ((CUDART_VERSION / 1000) * 10000 + ((CUDART_VERSION % 1000) / 10) * 100)
 #define MUSART_CB CUDART_CB
 
 /* Types */
