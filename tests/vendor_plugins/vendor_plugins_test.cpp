@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <ostream>
 #include <string>
 
 namespace fs = std::filesystem;
@@ -44,6 +45,9 @@ struct Vendor {
   const char* home_variable;
   const char* missing_driver;
 };
+
+// gtest names the parameter by this, not by its bytes.
+void PrintTo(const Vendor& vendor, std::ostream* out) { *out << vendor.name; }
 
 class VendorPluginTest : public ::testing::TestWithParam<Vendor> {
  protected:
