@@ -13,6 +13,7 @@
 #include "musa_comm.h"
 #include "musa_device.h"
 #include "musa_error.h"
+#include "musa_memory.h"
 #include "musa_precision.h"
 #include "musa_stream.h"
 
@@ -97,11 +98,10 @@ const accel_backend_api kApi = {
     /* .comm_recv = */ comm_recv,
     // ABI 1.1 entries.
     /* .runtime_get_versions = */ runtime_get_versions,
-    // Not implemented yet (NULL = absent, the core falls back to LibTorch's MUSA
-    // allocator and copies).
-    /* .memory_allocate = */ nullptr,
-    /* .memory_free = */ nullptr,
-    /* .memory_copy = */ nullptr,
+    /* .memory_allocate = */ memory_allocate,
+    /* .memory_free = */ memory_free,
+    /* .memory_copy = */ memory_copy,
+    // No pinned host memory (NULL = absent: torch_musa's pinned allocator serves LibTorch).
     /* .host_memory_allocate = */ nullptr,
     /* .host_memory_free = */ nullptr,
 };

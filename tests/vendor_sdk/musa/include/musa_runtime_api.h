@@ -36,6 +36,11 @@
 #define musaEventDefault cudaEventDefault
 #define musaEventDisableTiming cudaEventDisableTiming
 #define musaMemoryTypeUnregistered cudaMemoryTypeUnregistered
+#define musaMemoryTypeDevice cudaMemoryTypeDevice
+#define musaMemcpyKind cudaMemcpyKind
+#define musaMemcpyHostToDevice cudaMemcpyHostToDevice
+#define musaMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define musaMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
 #define musaDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
 #define musaDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
 
@@ -59,6 +64,10 @@
 #define musaLaunchHostFunc cudaLaunchHostFunc
 #define musaMalloc cudaMalloc
 #define musaMemGetInfo cudaMemGetInfo
+#define musaMemcpy cudaMemcpy
+#define musaMemcpyAsync cudaMemcpyAsync
+#define musaMemcpyPeer cudaMemcpyPeer
+#define musaMemcpyPeerAsync cudaMemcpyPeerAsync
 #define musaMemset cudaMemset
 #define musaPointerGetAttributes cudaPointerGetAttributes
 #define musaSetDevice cudaSetDevice
