@@ -20,7 +20,6 @@
 //    isfinite, where), which run on CPU in every LibTorch version, for both dtypes.
 #include "cpu_precision.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "cpu_plugin.h"
@@ -28,35 +27,8 @@
 namespace accel_cpu {
 namespace {
 
-struct Version {
-  bool known = false;
-  long major = 0;
-  long minor = 0;
-};
-
-// "2.3.0", "2.4.0a0+git1234" and "2.1.0+cu121" all read as major.minor; anything
-// without two leading numbers is unknown.
-Version parse_version(const char* text) {
-  Version version;
-  if (text == nullptr) return version;
-  char* rest = nullptr;
-  version.major = std::strtol(text, &rest, 10);
-  if (rest == text || *rest != '.') return version;
-  const char* minor_text = rest + 1;
-  version.minor = std::strtol(minor_text, &rest, 10);
-  version.known = rest != minor_text;
-  return version;
-}
-
-bool at_least(const Version& version, long major, long minor) {
-  return version.known &&
-         (version.major > major || (version.major == major && version.minor >= minor));
-}
-
-Version host_framework_version() {
-  const accel_host_api* host = host_api();
-  return parse_version(host != nullptr ? host->framework_version : nullptr);
-}
+using accel::kit::at_least;
+using Version = accel::kit::FrameworkVersion;
 
 // Reasons are literals: the ABI wants them valid until unload.
 const char* kUnknownVersion =
@@ -92,7 +64,7 @@ accel_error* check_query(accel_precision_query* query) {
 accel_error* precision_query(accel_precision_query* query) {
   return guarded("precision_query", [&]() -> accel_error* {
     if (accel_error* error = check_query(query)) return error;
-    const Version version = host_framework_version();
+    const Version version = accel::kit::host_framework_version(host_api());
     if (query->dtype == ACCEL_DTYPE_BF16) {
       answer_bf16(version, query);
     } else {

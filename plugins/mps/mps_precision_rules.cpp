@@ -2,7 +2,6 @@
 // the list of requirements the host and the Mac do not meet, in one sentence.
 #include "mps_precision_rules.h"
 
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
@@ -123,14 +122,8 @@ std::string grad_scaling_reason(bool bf16, const char* framework, const MacosVer
 }  // namespace
 
 Version parse_framework_version(const char* text) {
-  Version version;
-  if (text == nullptr) return version;
-  char* rest = nullptr;
-  version.major = std::strtol(text, &rest, 10);
-  if (rest == text || *rest != '.' || version.major < 0) return version;
-  const char* minor_text = rest + 1;
-  version.minor = std::strtol(minor_text, &rest, 10);
-  version.known = rest != minor_text && version.minor >= 0;
+  Version version = accel::kit::parse_framework_version(text);
+  if (version.major < 0 || version.minor < 0) version.known = false;
   return version;
 }
 

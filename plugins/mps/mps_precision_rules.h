@@ -21,16 +21,13 @@
 
 #include <accel/backend.h>
 
+#include <accel/backend_kit.hpp>
 #include <string>
 
 namespace accel_mps {
 
-// A "major.minor" version; known is false when it could not be read.
-struct Version {
-  bool known = false;
-  long major = 0;
-  long minor = 0;
-};
+// A "major.minor" version; known is false when it could not be read (the kit's).
+using Version = accel::kit::FrameworkVersion;
 
 // macOS as NSProcessInfo.operatingSystemVersion gives it; major 0: unknown.
 struct MacosVersion {
@@ -39,8 +36,9 @@ struct MacosVersion {
   long patch = 0;
 };
 
-// "2.6.0", "2.8.0a0+git1234", "2.5.1+cpu" read as major.minor; anything without two
-// leading numbers (NULL, "", "nightly", "2") is unknown.
+// "2.6.0", "2.8.0a0+git1234", "2.5.1+cpu" read as major.minor (the kit's reading);
+// anything without two leading numbers (NULL, "", "nightly", "2") or with a negative
+// one is unknown.
 Version parse_framework_version(const char* text);
 
 // "13.6.1", "14.0" (patch left out when 0), "unknown" for major 0.

@@ -12,7 +12,6 @@
 
 #include <musa_runtime_api.h>
 
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -38,12 +37,7 @@ const char* keep_reason(int32_t device, accel_dtype dtype, std::string reason) {
 // The host's framework is LibTorch 2.1 or newer (the first with AutocastPrivateUse1);
 // an unknown framework or version counts as not.
 bool host_autocasts_privateuse1() {
-  const accel_host_api* host = host_api();
-  if (host == nullptr || host->framework_version == nullptr) return false;
-  int major = 0;
-  int minor = 0;
-  if (std::sscanf(host->framework_version, "%d.%d", &major, &minor) != 2) return false;
-  return major > 2 || (major == 2 && minor >= 1);
+  return accel::kit::at_least(accel::kit::host_framework_version(host_api()), 2, 1);
 }
 
 // "compute capability 2.1 (MTT S80)"

@@ -2,7 +2,6 @@
 // precision answers from the generation it emulates.
 #include "sim_device.h"
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -42,11 +41,7 @@ const char* const kNoPrivateUse1Autocast =
 // The host's framework is LibTorch 2.1 or newer (the first with AutocastPrivateUse1);
 // an unknown framework or version counts as not.
 bool host_autocasts_privateuse1() {
-  const accel_host_api* host = accel_cpu::host_api();
-  if (host == nullptr || host->framework_version == nullptr) return false;
-  int major = 0, minor = 0;
-  if (std::sscanf(host->framework_version, "%d.%d", &major, &minor) != 2) return false;
-  return major > 2 || (major == 2 && minor >= 1);
+  return accel::kit::at_least(accel::kit::host_framework_version(accel_cpu::host_api()), 2, 1);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -500,6 +501,39 @@ inline accel_error* check_peer_and_tag(const accel_collective_args* args, int32_
 }
 
 // ------------------------------------------------------------------ precision
+
+// The host framework's major.minor (accel_host_api::framework_version), for precision
+// rules that depend on the LibTorch version. known is false when it could not be read.
+struct FrameworkVersion {
+  bool known = false;
+  long major = 0;
+  long minor = 0;
+};
+
+// "2.3.0", "2.4.0a0+git1234" and "2.1.0+cu121" all read as major.minor; NULL and
+// anything without two leading numbers are unknown.
+inline FrameworkVersion parse_framework_version(const char* text) {
+  FrameworkVersion version;
+  if (text == nullptr) return version;
+  char* rest = nullptr;
+  version.major = std::strtol(text, &rest, 10);
+  if (rest == text || *rest != '.') return version;
+  const char* minor_text = rest + 1;
+  version.minor = std::strtol(minor_text, &rest, 10);
+  version.known = rest != minor_text;
+  return version;
+}
+
+// The host's framework version; unknown without a host.
+inline FrameworkVersion host_framework_version(const accel_host_api* host) {
+  return parse_framework_version(host != nullptr ? host->framework_version : nullptr);
+}
+
+// True when version is known and major.minor or newer.
+inline bool at_least(const FrameworkVersion& version, long major, long minor) {
+  return version.known &&
+         (version.major > major || (version.major == major && version.minor >= minor));
+}
 
 // The query of precision_query: non-NULL, at least its 1.0 size, and asking about F16
 // or BF16 (the only dtypes mixed precision uses). The device index is the plugin's
