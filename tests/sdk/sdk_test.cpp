@@ -2,34 +2,20 @@
 // it, as a vendor would: proves find_package(Accel), accel_add_plugin() and the
 // installed headers work outside this tree.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+
+#include "shell.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  Result result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) result.output += buffer;
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+using accel_sdk_test::quoted;
+using accel_sdk_test::Result;
+using accel_sdk_test::run;
 
 class SdkTest : public ::testing::Test {
  protected:

@@ -4,35 +4,21 @@
 // tree against both, then checked with the installed accelrun. What the mapping proves
 // and what it does not: tests/vendor_sdk/README.md.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <string>
 
+#include "shell.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  Result result;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) result.output += buffer;
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+using accel_sdk_test::quoted;
+using accel_sdk_test::Result;
+using accel_sdk_test::run;
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
