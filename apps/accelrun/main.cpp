@@ -27,7 +27,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"launch", "run a training program in supervised workers (the default command)",
      launch_command},
-    {"plugins", "list the backend plugins found and why any did not load; `plugins check PATH`",
+    {"plugins", "the backend plugins found and why any did not load; `plugins check|test PATH`",
      plugins_command},
     {"env", "versions, plugin directories, plugins and devices: paste it into a bug report",
      env_command},

@@ -15,6 +15,7 @@ using nlohmann::json;
 const char* const kPluginsHelp =
     "Usage: accelrun plugins [options]\n"
     "       accelrun plugins check PATH [options]\n"
+    "       accelrun plugins test PATH [--ranks N]   (the conformance kit; its own --help)\n"
     "\n"
     "Lists every candidate plugin (libbackend_<name>.so) in the search path with its\n"
     "version, ABI, device count and whether it can run here; below the table, what is\n"

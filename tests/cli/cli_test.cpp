@@ -340,6 +340,10 @@ TEST(Usage, HelpForEachCommandHasExamples) {
     EXPECT_TRUE(contains(run.out, "Examples:")) << args << "\n" << run.out;
   }
   EXPECT_TRUE(contains(accelrun("plugins --help").out, "--plugin-dir"));
+  // The conformance kit is a vendor's first tool: both helps name it (issue Q).
+  EXPECT_TRUE(contains(accelrun("--help").out, "plugins check|test PATH"))
+      << accelrun("--help").out;
+  EXPECT_TRUE(contains(accelrun("plugins --help").out, "accelrun plugins test PATH"));
 }
 
 TEST(Usage, VersionNamesTheAbi) {
