@@ -97,16 +97,22 @@ TEST(ConfigParse, MalformedTableHeadersAreSyntaxErrors) {
               AllOf(HasSubstr("/etc/t.toml:1:3"), HasSubstr("syntax error")));
 }
 
-// toml++ 3.3 has undefined behaviour on some non-ASCII characters outside strings
-// (marzer/tomlplusplus#190, #295); such text is rejected before toml++ sees it.
+// toml++ 3.3 has undefined behaviour when it asks whether some non-ASCII characters are
+// whitespace (marzer/tomlplusplus#190, #295); toml_reader.cpp compiles that test without
+// it. These reached it (the last two found by the fuzzer); each must be an ordinary error.
 TEST(ConfigParse, NonAsciiOutsideStringsIsASyntaxErrorWithItsPosition) {
   ConfigError error = parse_error("backend = \"cpu\"\nn\xd0\x9d = 1\n");
-  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error"),
-                                  HasSubstr("non-ASCII")));
-  EXPECT_THAT(parse_error("s = \"\"\"\\\n\xc2\xa7\"\"\"").what(), HasSubstr("/etc/t.toml:2:1"));
+  EXPECT_THAT(error.what(), AllOf(HasSubstr("/etc/t.toml:2:2"), HasSubstr("syntax error")));
   EXPECT_THAT(parse_error("machine_rank = 2\"n\xd0\x9d\n").what(),
-              AllOf(HasSubstr("/etc/t.toml:1:17"), HasSubstr("misplaced quote")));
-  EXPECT_THAT(parse_error("machine_rank = 2\"n\n").what(), HasSubstr("/etc/t.toml:1:"));
+              AllOf(HasSubstr("/etc/t.toml:1:17"), HasSubstr("syntax error")));
+  EXPECT_THAT(parse_error("x = 3.\"m\xce\x91\"\n").what(), HasSubstr("/etc/t.toml:1:"));
+  EXPECT_THAT(parse_error(std::string("[3.nma$\0\0\0oce1[[\"mac[3\xce\x91ma$\n", 28)).what(),
+              HasSubstr("syntax error"));
+  EXPECT_THAT(parse_error("[3[\"m\xce\x91\"\n").what(), HasSubstr("syntax error"));
+  // A valid table header toml++ 3.3 also stumbled on: the key is unknown, nothing worse.
+  EXPECT_THAT(parse_error("[3.\"m\xce\x91\"]\n").what(), HasSubstr("unknown key"));
+  // After a line-ending backslash in a """ string, non-ASCII is the string's text.
+  EXPECT_THAT(parse_error("s = \"\"\"\\\n\xc2\xa7\"\"\"").what(), HasSubstr("unknown key \"s\""));
   // Inside strings and comments non-ASCII is fine.
   RunConfig config = parse_config(
       "# ü comment \xd0\x9d\nbackend_options.\"ключ\" = 'знач\"'\n"
