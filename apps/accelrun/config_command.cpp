@@ -1,12 +1,15 @@
-// accelrun config [default|show]: writes the TOML config by questions or without them, and
-// shows the effective config with where each value came from. The questions check every
-// answer against the config schema (accel::set_config_value) and against what the chosen
-// plugin says about itself, so the file written is one the launcher accepts.
+// accelrun config [default|show|import]: writes the TOML config by questions or without them,
+// shows the effective config with where each value came from, and converts Accelerate's YAML. The
+// questions check every answer against the config schema (accel::set_config_value) and against what
+// the chosen plugin says about itself, so the file written is one the launcher accepts.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 
 #include "accel/amp_check.hpp"
@@ -28,6 +31,7 @@ const char* const kConfigHelp =
     "Usage: accelrun config [options]\n"
     "       accelrun config default [options]\n"
     "       accelrun config show [--config_file FILE]\n"
+    "       accelrun config import FILE.yaml [-o FILE.toml [--force]]\n"
     "\n"
     "`accelrun config` asks how to run (backend, machines, processes, devices, mixed\n"
     "precision, gradient accumulation, backend options) and writes the answers as TOML.\n"
@@ -36,6 +40,10 @@ const char* const kConfigHelp =
     "the first available accelerator plugin in search order, cpu only when there is none.\n"
     "`config show` prints the effective config (without launch flags) and where each\n"
     "value came from: the file, an environment variable, or the default.\n"
+    "`config import` converts the YAML that Accelerate's `accelerate config` writes into\n"
+    "accelrun's TOML: distributed_type chooses the backend (MULTI_GPU cuda, MULTI_MUSA musa,\n"
+    "MULTI_MLU mlu, MPS mps), the keys accelrun shares are copied, and every key left out\n"
+    "is named with the reason. `launch --config_file FILE.yaml` reads such a file directly.\n"
     "\n"
     "The file is --config_file FILE, else $XDG_CONFIG_HOME/accelrun/default_config.toml\n"
     "(~/.config/accelrun/... without XDG_CONFIG_HOME). An existing file is replaced only\n"
@@ -48,6 +56,7 @@ const char* const kConfigHelp =
     "  yes '' | accelrun config --config_file ./run.toml --force   # every default\n"
     "  accelrun config default --force\n"
     "  accelrun config show\n"
+    "  accelrun config import ~/.cache/huggingface/accelerate/default_config.yaml -o run.toml\n"
     "  ACCEL_MIXED_PRECISION=bf16 accelrun config show --config_file ./run.toml\n"
     "\n";
 
@@ -55,6 +64,7 @@ constexpr int kMaxBackendOptions = 32;
 
 struct ConfigFlags {
   std::string config_file;
+  std::string import_file, output;  // config import
   bool force = false;
   PluginFlags plugins;
 };
@@ -157,14 +167,9 @@ std::runtime_error exists_error(const fs::path& path) {
                             "it, or --config_file to write another file)");
 }
 
-// Validates, then writes through a temporary file and a rename, so a failed write never
-// leaves half a config behind.
-void write_config(const RunConfig& config, const fs::path& path) {
-  try {
-    accel::validate(config);
-  } catch (const accel::ConfigError& e) {
-    throw std::runtime_error(std::string("the config is not valid, nothing written: ") + e.what());
-  }
+// Writes through a temporary file and a rename, so a failed write never leaves half a
+// config behind.
+void write_text(const std::string& text, const fs::path& path) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   if (ec)
@@ -173,7 +178,7 @@ void write_config(const RunConfig& config, const fs::path& path) {
   const fs::path temp = path.string() + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(temp, std::ios::trunc);
-    out << accel::to_toml(config);
+    out << text;
     out.close();
     if (!out) {
       fs::remove(temp, ec);
@@ -187,6 +192,16 @@ void write_config(const RunConfig& config, const fs::path& path) {
                              " (choose another --config_file)");
   }
   std::cout << "Wrote " << path.string() << "\n";
+}
+
+// Validates, then writes.
+void write_config(const RunConfig& config, const fs::path& path) {
+  try {
+    accel::validate(config);
+  } catch (const accel::ConfigError& e) {
+    throw std::runtime_error(std::string("the config is not valid, nothing written: ") + e.what());
+  }
+  write_text(accel::to_toml(config), path);
 }
 
 // -------------------------------------------------------------- Questions
@@ -424,6 +439,35 @@ int write_default(const ConfigFlags& flags) {
   return kExitOk;
 }
 
+// `config import FILE.yaml [-o FILE.toml]`: Accelerate's config as ours. What was mapped
+// and what was left out (with the reason) goes to stderr, so stdout can be redirected.
+int import_yaml(const ConfigFlags& flags) {
+  const fs::path input = flags.import_file;
+  std::string text;
+  {
+    std::ifstream in(input, std::ios::binary);
+    if (!in)
+      throw std::runtime_error("cannot read " + input.string() + ": " + std::strerror(errno));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const accel::AccelerateImport imported = accel::import_accelerate_config(text, input.string());
+  for (const auto& line : imported.mapped) std::cerr << "mapped: " << line << "\n";
+  for (const auto& line : imported.ignored) std::cerr << "not converted: " << line << "\n";
+  if (flags.output.empty()) {
+    std::cout << imported.toml;
+    return kExitOk;
+  }
+  const fs::path path = fs::absolute(flags.output).lexically_normal();
+  std::error_code ec;
+  if (fs::exists(path, ec) && !flags.force)
+    throw std::runtime_error(path.string() +
+                             " exists and was kept; nothing written (pass --force to replace it, "
+                             "or -o to write another file)");
+  write_text(imported.toml, path);
+  std::cout << "Check it with `accelrun config show --config_file " << path.string() << "`\n";
+  return kExitOk;
+}
+
 int show(const ConfigFlags& flags) {
   accel::ConfigSources sources;
   if (!flags.config_file.empty()) sources.config_file = flags.config_file;
@@ -436,11 +480,33 @@ int show(const ConfigFlags& flags) {
 int config_command(const Args& args) {
   const bool has_sub = !args.empty() && args[0].rfind('-', 0) != 0;
   const std::string sub = has_sub ? args[0] : "";
-  if (has_sub && sub != "default" && sub != "show")
+  if (has_sub && sub != "default" && sub != "show" && sub != "import")
     throw UsageError("unknown config subcommand '" + sub + "'",
-                     "use `accelrun config`, `accelrun config default` or `accelrun config show`");
+                     "use `accelrun config`, `accelrun config default`, `accelrun config show` "
+                     "or `accelrun config import FILE.yaml`");
   ConfigFlags flags;
   po::options_description options("Options");
+  po::positional_options_description positional;
+  if (sub == "import") {
+    options.add_options()("help,h", "this help")(
+        "file", po::value(&flags.import_file)->value_name("FILE.yaml"),
+        "Accelerate's config file (what `accelerate config` wrote)")(
+        "output,o", po::value(&flags.output)->value_name("FILE.toml"),
+        "write the TOML to FILE.toml instead of stdout")("force", po::bool_switch(&flags.force),
+                                                         "replace an existing FILE.toml");
+    positional.add("file", 1);
+    const po::variables_map vm =
+        parse("config import", Args(args.begin() + 1, args.end()), options, positional);
+    if (vm.count("help")) {
+      std::cout << kConfigHelp << options;
+      return kExitOk;
+    }
+    if (flags.import_file.empty())
+      throw UsageError("config import needs Accelerate's config file",
+                       "e.g. `accelrun config import ~/.cache/huggingface/accelerate/"
+                       "default_config.yaml -o run.toml`");
+    return import_yaml(flags);
+  }
   options.add_options()("help,h", "this help")(
       "config_file", po::value(&flags.config_file)->value_name("FILE"),
       sub == "show" ? "read FILE instead of the default config file"

@@ -121,10 +121,10 @@ void add_schema_flags(po::options_description& o, Flags& f) {
 
 po::options_description launch_options(Flags& f) {
   po::options_description o("Options (a_b and a-b are the same flag)");
-  o.add_options()("help,h", "this help")("config_file",
-                                         po::value(&f.config_file)->value_name("FILE"),
-                                         "the TOML config (default: `accelrun config`'s)")(
-      "cpu", po::bool_switch(&f.cpu), "force the CPU backend")(
+  o.add_options()("help,h", "this help")(
+      "config_file", po::value(&f.config_file)->value_name("FILE"),
+      "the config: TOML, or Accelerate's YAML (FILE.yaml, converted as `config import` does; "
+      "default: `accelrun config`'s)")("cpu", po::bool_switch(&f.cpu), "force the CPU backend")(
       "multi_gpu", po::bool_switch(&f.multi_gpu),
       "as in Accelerate: run on the best available accelerator backend (never the CPU) and, "
       "without --num_processes, one process per device");

@@ -413,6 +413,64 @@ TEST_F(ConfigCommand, ShowReadsTheDefaultFileAndReportsErrorsInOneLine) {
   EXPECT_TRUE(contains(fixed.out, "(default location)")) << fixed.out;
 }
 
+// ----------------------------------------------------------- config import
+
+const std::string kMultiMusa = std::string(ACCEL_ACCELERATE_FIXTURES) + "/multi_musa_8.yaml";
+
+TEST_F(ConfigCommand, ImportWritesTomlThatShowAcceptsAndNamesWhatItLeftOut) {
+  const fs::path out = root_ / "musa.toml";
+  const CliRun run = accelrun("config import '" + kMultiMusa + "' -o '" + out.string() + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(
+      contains(run.out, "mapped: " + kMultiMusa + ":4: distributed_type -> backend = \"musa\""))
+      << run.out;
+  EXPECT_TRUE(contains(run.out, "not converted: " + kMultiMusa + ":5: downcast_bf16 ignored: "))
+      << run.out;
+  EXPECT_TRUE(contains(run.out, "Wrote " + out.string())) << run.out;
+  accel::RunConfig expected;
+  expected.backend = "musa";
+  expected.num_processes = 8;
+  expected.gpu_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(accel::load_config(out), expected) << read_text(out);
+  const CliRun show = accelrun("config show --config_file '" + out.string() + "'");
+  ASSERT_EQ(show.exit_code, 0) << show.out;
+  EXPECT_TRUE(contains(line_starting(show.out, "backend = \"musa\" "), "# file " + out.string()))
+      << show.out;
+  // An existing file is kept without --force; stdout gets the TOML when there is no -o.
+  const CliRun again = accelrun("config import '" + kMultiMusa + "' -o '" + out.string() + "'");
+  EXPECT_EQ(again.exit_code, 1) << again.out;
+  EXPECT_TRUE(contains(again.out, "exists and was kept")) << again.out;
+  const CliRun to_stdout = accelrun("config import '" + kMultiMusa + "'");
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.out;
+  EXPECT_TRUE(contains(to_stdout.out, "\nnum_processes = 8\n")) << to_stdout.out;
+}
+
+TEST_F(ConfigCommand, ARunTakesTheYamlFileDirectlyAndSaysWhatItMapped) {
+  const fs::path yaml = root_ / "default_config.yaml";
+  std::ofstream(yaml) << "distributed_type: MULTI_CPU\nnum_processes: 1\ndowncast_bf16: 'no'\n";
+  const CliRun run = accelrun("test --config_file '" + yaml.string() + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "note: Accelerate config " + yaml.string() +
+                                    ":1: distributed_type -> backend = \"cpu\""))
+      << run.out;
+  EXPECT_TRUE(contains(run.out, yaml.string() + ":3: downcast_bf16 ignored: off")) << run.out;
+  EXPECT_TRUE(contains(run.out, "sanity: backend cpu, 1 process(es)")) << run.out;
+}
+
+TEST_F(ConfigCommand, ImportAndShowReportBadYamlWithLineAndColumn) {
+  const fs::path bad = root_ / "bad.yaml";
+  std::ofstream(bad) << "num_processes: 2\ndistributed_type: DEEPSPEED\n";
+  const CliRun run = accelrun("config import '" + bad.string() + "'");
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_TRUE(contains(run.out, bad.string() + ":2:19: distributed_type: DEEPSPEED")) << run.out;
+  const CliRun show = accelrun("config show --config_file '" + bad.string() + "'");
+  EXPECT_EQ(show.exit_code, 1) << show.out;
+  EXPECT_TRUE(contains(show.out, bad.string() + ":2:19:")) << show.out;
+  const CliRun missing = accelrun("config import");
+  EXPECT_EQ(missing.exit_code, 2) << missing.out;
+  EXPECT_TRUE(contains(missing.out, "config import needs Accelerate's config file")) << missing.out;
+}
+
 // ------------------------------------------------- plugin_dirs in the config
 
 TEST_F(ConfigCommand, PluginsAndEnvSearchTheConfigsPluginDirs) {
@@ -447,7 +505,8 @@ TEST_F(ConfigCommand, ABrokenConfigIsReportedAndTheOtherDirectoriesStillSearched
 // ------------------------------------------------------------------- Usage
 
 TEST_F(ConfigCommand, HelpHasExamplesAndMistakesAreOneLine) {
-  for (const char* args : {"config --help", "config default -h", "config show --help"}) {
+  for (const char* args :
+       {"config --help", "config default -h", "config show --help", "config import --help"}) {
     const CliRun run = accelrun(args);
     EXPECT_EQ(run.exit_code, 0) << args << "\n" << run.out;
     EXPECT_TRUE(contains(run.out, "Examples:\n  accelrun config\n")) << run.out;
@@ -457,7 +516,7 @@ TEST_F(ConfigCommand, HelpHasExamplesAndMistakesAreOneLine) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out,
             "accelrun: unknown config subcommand 'bogus' (use `accelrun config`, `accelrun config "
-            "default` or `accelrun config show`)\n");
+            "default`, `accelrun config show` or `accelrun config import FILE.yaml`)\n");
   run = accelrun("config show --force");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_TRUE(contains(run.out, "run `accelrun config show --help` for the options")) << run.out;

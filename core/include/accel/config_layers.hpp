@@ -36,8 +36,10 @@ std::filesystem::path default_config_path(const Environment& env);
 std::filesystem::path default_config_path();  // from current_environment()
 
 struct ConfigSources {
-  // --config_file: must exist. When unset, ACCEL_CONFIG_FILE (must exist), else the
-  // default path when use_default_file and that file exists.
+  // --config_file: must exist. A file named *.yaml or *.yml is read as Accelerate's config
+  // (see import_accelerate_config), and what was mapped goes to ResolvedConfig::notes. When unset,
+  // ACCEL_CONFIG_FILE (must exist), else the default path when use_default_file and that file
+  // exists.
   std::optional<std::filesystem::path> config_file;
   bool use_default_file = true;
   // The environment to read; nullopt = current_environment(). Injectable for tests.
@@ -94,5 +96,21 @@ std::optional<EnvironmentSetting> environment_setting(const Environment& env, st
 // The config as ACCEL_<KEY> variables (text form), for worker processes: a worker that
 // resolves its config from this environment gets the same RunConfig.
 Environment to_environment(const RunConfig& config);
+
+// `accelrun config import`: the YAML config that `accelerate config` writes
+// (default_config.yaml) as accelrun's TOML. distributed_type (with use_cpu) chooses the
+// backend: MULTI_GPU is cuda, MULTI_MUSA musa, MULTI_MLU mlu, MPS mps, MULTI_CPU cpu, any
+// other MULTI_<X> the plugin <x>. Every other key is mapped to the schema key of its name,
+// or left out with the reason (TPU, DeepSpeed and dynamo settings, nulls, values that are
+// off). Throws ConfigError, naming `source_name`:line:column, for bad YAML, a value the
+// schema refuses, and a setting accelrun cannot honour (distributed_type DEEPSPEED, FSDP,
+// MEGATRON_LM, XLA; use_cpu beside a device's MULTI_*).
+struct AccelerateImport {
+  RunConfig config;                  // the converted settings over the schema defaults
+  std::string toml;                  // the same as a TOML file, each key with its YAML line
+  std::vector<std::string> mapped;   // "<file>:3: distributed_type -> backend = \"musa\""
+  std::vector<std::string> ignored;  // "<file>:4: downcast_bf16 ignored: off"
+};
+AccelerateImport import_accelerate_config(std::string_view yaml, const std::string& source_name);
 
 }  // namespace accel

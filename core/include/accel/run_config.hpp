@@ -121,7 +121,8 @@ class ConfigError : public Error {
 // Parses TOML text; keys not in the text keep their defaults. `source_name` names the
 // text in error messages (a path). Validates every value and the cross-field rules.
 RunConfig parse_config(std::string_view toml_text, const std::string& source_name = "<string>");
-// Reads and parses a file; a missing or unreadable file is a ConfigError too.
+// Reads and parses a file; a missing or unreadable file is a ConfigError too. A *.yaml or
+// *.yml file is read as Accelerate's config (import_accelerate_config in config_layers.hpp).
 RunConfig load_config(const std::filesystem::path& file);
 
 // Checks a config built in code: every value (ranges, choices, names) and the rules

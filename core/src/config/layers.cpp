@@ -7,6 +7,7 @@
 
 #include "accel/config_layers.hpp"
 #include "accel/secure_execution.hpp"
+#include "config/accelerate_yaml.hpp"
 #include "config/schema.hpp"
 #include "config/text.hpp"
 #include "config/toml_reader.hpp"
@@ -185,8 +186,18 @@ ResolvedConfig resolve_config(const ConfigSources& sources) {
   choose_file(resolved, sources, env);
   if (resolved.file) {
     std::string text = config::read_config_file(*resolved.file);
-    for (const auto& setting : config::read_toml(text, resolved.file->string()))
-      apply(resolved, setting);
+    std::string name = resolved.file->string();
+    std::vector<Setting> settings;
+    if (config::is_yaml_path(name)) {
+      // Accelerate's config, converted as `config import` would; say what became of each key.
+      config::YamlImport imported = config::read_accelerate_yaml(text, name);
+      for (auto& line : config::describe(imported))
+        resolved.notes.push_back("Accelerate config " + line);
+      settings = std::move(imported.settings);
+    } else {
+      settings = config::read_toml(text, name);
+    }
+    for (const auto& setting : settings) apply(resolved, setting);
   }
   apply_environment(resolved, env);
   apply_texts(resolved, sources.flags, Layer::kFlag, sources.flag_names);

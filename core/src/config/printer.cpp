@@ -152,7 +152,10 @@ std::string config_reference_markdown() {
       "Precedence, highest first: command-line flag, environment variable, config file,\n"
       "detected default, the default below. Unknown keys, wrong types and bad values are\n"
       "errors that name the file, line and column. In the environment and on the command\n"
-      "line, lists are `:`-separated and `backend_options` is an inline TOML table.\n\n"
+      "line, lists are `:`-separated and `backend_options` is an inline TOML table.\n"
+      "A file named `*.yaml` or `*.yml` is read as Accelerate's own config (what\n"
+      "`accelerate config` writes), converted as `accelrun config import FILE.yaml` does:\n"
+      "see [migrating-from-accelerate.md](migrating-from-accelerate.md).\n\n"
       "| Key | Type | Default | Valid values | Flag | Environment | Description |\n"
       "|---|---|---|---|---|---|---|\n";
   for (const auto& key : config_schema()) {

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "accel/config_layers.hpp"
+#include "config/accelerate_yaml.hpp"
 #include "config/schema.hpp"
 #include "config/text.hpp"
 #include "config/toml_reader.hpp"
@@ -111,7 +113,10 @@ std::string read_config_file(const std::filesystem::path& file) {
 }  // namespace config
 
 RunConfig load_config(const std::filesystem::path& file) {
-  return parse_config(config::read_config_file(file), file.string());
+  std::string text = config::read_config_file(file);
+  if (config::is_yaml_path(file.string()))
+    return import_accelerate_config(text, file.string()).config;
+  return parse_config(text, file.string());
 }
 
 void validate(const RunConfig& config) {
