@@ -21,9 +21,9 @@
 // (rows kept in memory, earlier rows get empty cells) into a temporary file that is
 // renamed over the old one, so the file on disk is always a complete, valid CSV.
 //
-// TensorBoard: not implemented. Debian ships no maintained C++ TensorBoard event writer
-// (`apt-cache search tensorboard` finds nothing); a writer needs protobuf event records
-// with masked CRC32C framing, left for later.
+//   events.out.tfevents.<unix time>.<host>   TensorBoard's event file ("tensorboard"):
+//                   each number or boolean a scalar, each string a text summary, null
+//                   skipped; the configuration as the text summary "config"
 //
 // Errors: std::runtime_error naming the file when it cannot be created or written;
 // std::invalid_argument for an unknown tracker name or a value that is not a number,
@@ -90,10 +90,32 @@ class CsvTracker : public Tracker {
   std::ofstream out_;
 };
 
+// Writes TensorBoard's event file <dir>/events.out.tfevents.<time>.<host><suffix> (and
+// config.json): TFRecord framing with masked CRC32C around tensorflow.Event records,
+// which `tensorboard --logdir <logging_dir>` reads. log() without a step uses the number
+// of log() calls before it. Each record is flushed when written.
+class TensorBoardTracker : public Tracker {
+ public:
+  TensorBoardTracker(std::filesystem::path dir, std::string suffix = "");
+  std::string name() const override { return "tensorboard"; }
+  void store_init_configuration(const nlohmann::json& config) override;
+  void log(const nlohmann::json& values, std::optional<std::int64_t> step) override;
+  void finish() override;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void write(const std::string& event);
+  std::filesystem::path dir_, path_;
+  std::string suffix_;
+  std::int64_t calls_ = 0;
+  std::ofstream out_;
+};
+
 struct TrackerOptions {
   std::filesystem::path logging_dir = "runs";
-  std::vector<std::string> log_with = {"jsonl", "csv"};  // "jsonl", "csv", "all"
-  bool main_process_only = true;                         // trackers exist on process 0 only
+  // "jsonl", "csv", "tensorboard", or "all" (the three)
+  std::vector<std::string> log_with = {"jsonl", "csv"};
+  bool main_process_only = true;  // trackers exist on process 0 only
   int process_index = 0;
 };
 

@@ -4,47 +4,16 @@
 #include <utility>
 
 #include "accel/tracking.hpp"
+#include "tracking/tracker_files.hpp"
 
 namespace accel {
 namespace fs = std::filesystem;
+using tracking::check_values;
+using tracking::check_written;
+using tracking::open_for;
+using tracking::write_config;
+
 namespace {
-
-std::ofstream open_for(const fs::path& path, std::ios::openmode mode) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  std::ofstream out(path, mode);
-  if (!out) {
-    throw std::runtime_error("tracking: cannot write " + path.string() + " (" +
-                             (ec ? ec.message() : "open failed") +
-                             "); check logging_dir and its permissions");
-  }
-  return out;
-}
-
-void check_written(std::ofstream& out, const fs::path& path) {
-  out.flush();
-  if (!out) throw std::runtime_error("tracking: writing " + path.string() + " failed (disk full?)");
-}
-
-void check_values(const nlohmann::json& values) {
-  if (!values.is_object()) {
-    throw std::invalid_argument("tracking: log() takes an object of name -> value, got " +
-                                std::string(values.type_name()));
-  }
-  for (const auto& [key, value] : values.items()) {
-    if (!value.is_primitive()) {
-      throw std::invalid_argument("tracking: value of '" + key + "' is a " + value.type_name() +
-                                  "; log numbers, strings, booleans or null");
-    }
-  }
-}
-
-void write_config(const fs::path& dir, const std::string& suffix, const nlohmann::json& config) {
-  const fs::path path = dir / ("config" + suffix + ".json");
-  std::ofstream out = open_for(path, std::ios::trunc);
-  out << config.dump(2) << "\n";
-  check_written(out, path);
-}
 
 std::string csv_cell(const nlohmann::json& value) {
   if (value.is_null()) return "";
@@ -209,12 +178,14 @@ Trackers init_trackers(const std::string& project_name, const nlohmann::json& co
   std::vector<std::unique_ptr<Tracker>> made;
   for (const std::string& name : options.log_with) {
     const bool all = name == "all";
-    if (!all && name != "jsonl" && name != "csv") {
+    if (!all && name != "jsonl" && name != "csv" && name != "tensorboard") {
       throw std::invalid_argument("tracking: unknown tracker '" + name +
-                                  "'; choose jsonl, csv or all (tensorboard is not available)");
+                                  "'; choose jsonl, csv, tensorboard or all");
     }
     if (all || name == "jsonl") made.push_back(std::make_unique<JsonlTracker>(dir, suffix));
     if (all || name == "csv") made.push_back(std::make_unique<CsvTracker>(dir, suffix));
+    if (all || name == "tensorboard")
+      made.push_back(std::make_unique<TensorBoardTracker>(dir, suffix));
   }
   for (auto& tracker : made) tracker->store_init_configuration(config);
   return Trackers(std::move(made));
