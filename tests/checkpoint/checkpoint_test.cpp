@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -475,6 +476,116 @@ TEST_F(CheckpointTest, SaveModelWritesWeightsAndAnIndex) {
   EXPECT_FALSE(same_state(other, net));
   accel::load_model(other, dir_ / "model");
   EXPECT_TRUE(same_state(other, net));
+}
+
+// ------------------------------------------------------------------ safetensors
+// Read back as the format's documentation lays it out, not through our reader.
+
+struct SafetensorsFile {
+  std::uint64_t header_length = 0;
+  json header;
+  std::string data;
+};
+
+SafetensorsFile read_safetensors(const fs::path& path) {
+  const std::string bytes = slurp(path);
+  SafetensorsFile file;
+  EXPECT_GE(bytes.size(), 8u);
+  if (bytes.size() < 8) return file;
+  for (int i = 7; i >= 0; --i)
+    file.header_length = file.header_length << 8 | static_cast<unsigned char>(bytes[i]);
+  file.header = json::parse(bytes.substr(8, file.header_length));
+  file.data = bytes.substr(8 + file.header_length);
+  return file;
+}
+
+std::string raw_bytes(const torch::Tensor& tensor) {
+  const torch::Tensor c = tensor.contiguous();
+  return {static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.nbytes())};
+}
+
+TEST_F(CheckpointTest, SaveModelWritesHuggingFacesSafetensors) {
+  torch::manual_seed(3);
+  Net net;
+  accel::SaveModelOptions options;
+  options.safe_serialization = true;
+  accel::save_model(net, dir_ / "model", options);
+  ASSERT_TRUE(fs::exists(dir_ / "model" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir_ / "model" / "model.safetensors.index.json"));
+  const SafetensorsFile file = read_safetensors(dir_ / "model" / "model.safetensors");
+  EXPECT_EQ(file.header_length % 8, 0u);  // data 8-byte aligned
+  EXPECT_EQ(file.header["__metadata__"]["format"], "pt");
+  const json& weight = file.header["fc.weight"];
+  EXPECT_EQ(weight["dtype"], "F32");
+  EXPECT_EQ(weight["shape"], json::array({4, 6}));
+  EXPECT_EQ(file.header["bn.num_batches_tracked"]["dtype"], "I64");
+  EXPECT_EQ(file.header["bn.num_batches_tracked"]["shape"], json::array());
+  // The byte buffer is covered exactly, without holes or overlaps.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const auto& [name, entry] : file.header.items())
+    if (name != "__metadata__")
+      ranges.emplace_back(entry["data_offsets"][0], entry["data_offsets"][1]);
+  std::sort(ranges.begin(), ranges.end());
+  EXPECT_EQ(ranges.front().first, 0u);
+  for (std::size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].first, ranges[i - 1].second);
+  EXPECT_EQ(ranges.back().second, file.data.size());
+  const auto begin = weight["data_offsets"][0].get<std::size_t>();
+  const auto end = weight["data_offsets"][1].get<std::size_t>();
+  EXPECT_EQ(file.data.substr(begin, end - begin), raw_bytes(net.fc->weight));
+  torch::manual_seed(4);
+  Net other;
+  accel::load_model(other, dir_ / "model");
+  EXPECT_TRUE(same_state(other, net));
+}
+
+TEST_F(CheckpointTest, SafetensorsShardBySizeWithAnIndex) {
+  torch::manual_seed(5);
+  Net net;  // 7 tensors: fc.weight 96 bytes, int64 num_batches_tracked 8, the rest 16
+  accel::SaveModelOptions options;
+  options.safe_serialization = true;
+  options.max_shard_size = 40;
+  accel::save_model(net, dir_ / "sharded", options);
+  const json index = json::parse(slurp(dir_ / "sharded" / "model.safetensors.index.json"));
+  EXPECT_EQ(index["metadata"]["total_size"], 184);
+  EXPECT_EQ(index["weight_map"].size(), 7u);
+  EXPECT_EQ(index["weight_map"]["fc.weight"], "model-00004-of-00004.safetensors");  // alone
+  EXPECT_EQ(index["weight_map"]["bn.bias"], "model-00001-of-00004.safetensors");
+  for (int i = 1; i <= 4; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-00004.safetensors", i);
+    const SafetensorsFile shard = read_safetensors(dir_ / "sharded" / name);
+    EXPECT_TRUE(shard.data.size() <= 40 || shard.header.size() == 2) << name;  // + metadata
+    for (const auto& [tensor, entry] : shard.header.items()) {
+      if (tensor != "__metadata__") {
+        EXPECT_EQ(index["weight_map"][tensor], name) << tensor;
+      }
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "sharded" / "model-00005-of-00004.safetensors"));
+  torch::manual_seed(6);
+  Net other;
+  accel::load_model(other, dir_ / "sharded");
+  EXPECT_TRUE(same_state(other, net));
+  // A damaged shard is named; a missing one too.
+  const fs::path second = dir_ / "sharded" / "model-00002-of-00004.safetensors";
+  fs::resize_file(second, fs::file_size(second) - 4);
+  std::string message = error_of([&] { accel::load_model(other, dir_ / "sharded"); });
+  EXPECT_NE(message.find("model-00002-of-00004.safetensors"), std::string::npos) << message;
+  fs::remove(second);
+  message = error_of([&] { accel::load_model(other, dir_ / "sharded"); });
+  EXPECT_NE(message.find("model-00002-of-00004.safetensors"), std::string::npos) << message;
+}
+
+TEST_F(CheckpointTest, SafetensorsRefusesADtypeItCannotName) {
+  struct Complex : torch::nn::Module {
+    Complex() { z = register_parameter("z", torch::zeros({2}, torch::kComplexFloat)); }
+    torch::Tensor z;
+  } model;
+  accel::SaveModelOptions options;
+  options.safe_serialization = true;
+  const std::string message = error_of([&] { accel::save_model(model, dir_ / "c", options); });
+  EXPECT_NE(message.find("tensor 'z'"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(dir_ / "c"));
 }
 
 // Runs the helper that saves 64 MiB checkpoints in a loop; killed with SIGKILL while a

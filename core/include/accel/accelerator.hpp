@@ -421,11 +421,13 @@ class Accelerator {
   // `accelrun --max_restarts 3` with resume_from_checkpoint = "latest" resumes each
   // restarted attempt from the newest checkpoint.
   std::optional<LoadReport> resume_if_requested();
-  // Weights only, for inference (accel::save_model): written by the main process, then
-  // every process waits for it. Collective.
+  // Weights only, for inference (accel::save_model; options.safe_serialization for Hugging
+  // Face's safetensors, sharded by options.max_shard_size): written by the main process,
+  // then every process waits for it. Collective.
   template <class Model>
-  void save_model(const Model& model, const std::filesystem::path& dir) const {
-    save_model_of(*module_of(model), dir);
+  void save_model(const Model& model, const std::filesystem::path& dir,
+                  const SaveModelOptions& options = {}) const {
+    save_model_of(*module_of(model), dir, options);
   }
   // Optimizer steps taken (sync steps on which the first prepared optimizer's step() ran);
   // restored by load_state.
@@ -442,7 +444,8 @@ class Accelerator {
   Reducer* reducer_of(const torch::nn::Module* module) const;
   bool count_accumulation_step(bool end_of_dataloader);
   std::pair<std::size_t, std::size_t> share(std::size_t length) const;  // start, count
-  void save_model_of(const torch::nn::Module& module, const std::filesystem::path& dir) const;
+  void save_model_of(const torch::nn::Module& module, const std::filesystem::path& dir,
+                     const SaveModelOptions& options) const;
 
   std::shared_ptr<AcceleratorState> state_;
 };

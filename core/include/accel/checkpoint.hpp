@@ -219,11 +219,29 @@ LoadReport load_checkpoint(const std::filesystem::path& dir,
 // CheckpointError naming the first bad file. For tools and tests.
 void verify_checkpoint(const std::filesystem::path& dir);
 
+struct SaveModelOptions {
+  // true: Hugging Face's safetensors, what Accelerate's save_model writes by default and
+  // transformers, candle or safetensors.torch.load_file read: dir/model.safetensors, or
+  // when sharded dir/model-0000i-of-0000n.safetensors and dir/model.safetensors.index.json
+  // ({"metadata": {"total_size"}, "weight_map": {tensor: file}}). Tensors are named as in
+  // LibTorch ("layer.weight"); a tensor two names share (tied weights) is written under each.
+  // false: LibTorch's dir/model.pt and dir/model_index.json (below).
+  bool safe_serialization = false;
+  // Shards hold at most this many bytes of tensor data (a larger tensor gets one of its
+  // own); 0 = one file. Accelerate's default, "10GB".
+  std::uint64_t max_shard_size = 10'000'000'000ULL;
+};
+
 // Weights only, for inference: dir/model.pt (named parameters and buffers, pickled dict
 // of CPU tensors) and dir/model_index.json (each tensor's dtype and shape, the file's
-// size and SHA-256). Call on the main process only; written atomically like a checkpoint.
-void save_model(const torch::nn::Module& model, const std::filesystem::path& dir);
-// Loads save_model's (or a checkpoint's) model.pt into `model` (same names and shapes).
+// size and SHA-256), or the safetensors files of SaveModelOptions. Call on the main
+// process only; written atomically like a checkpoint (a crash leaves the old directory or
+// the new). CheckpointError for a dtype safetensors cannot store, naming the tensor.
+void save_model(const torch::nn::Module& model, const std::filesystem::path& dir,
+                const SaveModelOptions& options = {});
+// Loads save_model's directory (either format; safetensors written by Hugging Face tools
+// too) or a checkpoint's model.pt into `model` (same names and shapes). CheckpointError
+// naming the file and tensor for a damaged file, a missing shard or a mismatch.
 void load_model(torch::nn::Module& model, const std::filesystem::path& dir);
 
 class CheckpointError : public Error {

@@ -3,12 +3,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "accel/communicator.hpp"
 #include "checkpoint/durable_io.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/manifest.hpp"
+#include "checkpoint/safetensors.hpp"
 #include "checkpoint/serialize.hpp"
 
 namespace accel {
@@ -379,8 +382,57 @@ std::optional<fs::path> latest_intact_checkpoint(const fs::path& project_dir,
 
 // ------------------------------------------------------------------ weights only
 
-void save_model(const torch::nn::Module& model, const fs::path& dir) {
+// Writes `files` (name, bytes; the last one marks the directory complete) into a
+// temporary directory that is renamed over `dir`, so a crash leaves the old or the new.
+static void write_model_directory(const fs::path& dir,
+                                  const std::vector<std::pair<std::string, std::string>>& files) {
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  fs::create_directories(parent);
+  remove_stale_temps(parent, dir.filename().string());
+  const std::string token = random_token();
+  const fs::path temp = parent / (dir.filename().string() + ".tmp-" + token);
+  fs::create_directory(temp);
+  for (const auto& [name, bytes] : files) write_file_durable(temp / name, bytes);
+  fsync_directory(temp);
+  fs::path old;
+  if (fs::exists(dir)) fs::rename(dir, old = parent / (dir.filename().string() + ".old-" + token));
+  fs::rename(temp, dir);
+  fsync_directory(parent);
+  if (!old.empty()) fs::remove_all(old);
+}
+
+// Hugging Face's layout: model.safetensors, or model-0000i-of-0000n.safetensors and
+// model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map": {name: file}}).
+static std::vector<std::pair<std::string, std::string>> safetensors_files(
+    const TensorMap& state, std::uint64_t max_shard_size) {
+  const auto shards = plan_shards(state, max_shard_size);
+  if (shards.size() == 1) return {{"model.safetensors", safetensors_bytes(state)}};
+  std::vector<std::pair<std::string, std::string>> files;
+  json weight_map = json::object();
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    TensorMap shard;
+    for (const auto& tensor : shards[i]) {
+      shard.emplace(tensor, state.at(tensor));
+      weight_map[tensor] = name;
+      total += tensor_bytes(state.at(tensor));
+    }
+    files.emplace_back(name, safetensors_bytes(shard));
+  }
+  const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  files.emplace_back("model.safetensors.index.json", index.dump(2) + "\n");
+  return files;
+}
+
+void save_model(const torch::nn::Module& model, const fs::path& dir,
+                const SaveModelOptions& options) {
   const TensorMap state = module_state(model);
+  if (options.safe_serialization) {
+    write_model_directory(dir, safetensors_files(state, options.max_shard_size));
+    return;
+  }
   const std::string bytes = tensor_map_to_bytes(state);
   json tensors = json::object();
   for (const auto& [name, tensor] : state) {
@@ -390,23 +442,52 @@ void save_model(const torch::nn::Module& model, const fs::path& dir) {
   const json index = {{"format", "accelrun-model"},  {"format_version", 1},
                       {"file", "model.pt"},          {"size", bytes.size()},
                       {"sha256", sha256_hex(bytes)}, {"tensors", tensors}};
-  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-  fs::create_directories(parent);
-  remove_stale_temps(parent, dir.filename().string());
-  const std::string token = random_token();
-  const fs::path temp = parent / (dir.filename().string() + ".tmp-" + token);
-  fs::create_directory(temp);
-  write_file_durable(temp / "model.pt", bytes);
-  write_file_durable(temp / "model_index.json", index.dump(2) + "\n");  // last: marks it complete
-  fsync_directory(temp);
-  fs::path old;
-  if (fs::exists(dir)) fs::rename(dir, old = parent / (dir.filename().string() + ".old-" + token));
-  fs::rename(temp, dir);
-  fsync_directory(parent);
-  if (!old.empty()) fs::remove_all(old);
+  // model_index.json last: it marks the directory complete.
+  write_model_directory(dir, {{"model.pt", bytes}, {"model_index.json", index.dump(2) + "\n"}});
+}
+
+// A safetensors directory's tensors: the index's shards, or the one file.
+static TensorMap read_safetensors_directory(const fs::path& dir) {
+  if (!fs::exists(dir / "model.safetensors.index.json")) {
+    const fs::path file = dir / "model.safetensors";
+    return safetensors_tensors(read_file(file), file.string());
+  }
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  json index;
+  try {
+    index = json::parse(read_file(index_path));
+  } catch (const json::exception& e) {
+    throw CheckpointError("load_model: " + index_path.string() + " is not JSON: " + e.what());
+  }
+  if (!index.contains("weight_map") || !index["weight_map"].is_object())
+    throw CheckpointError("load_model: " + index_path.string() + " has no weight_map object");
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const auto& [tensor, file] : index["weight_map"].items()) {
+    const std::string name = file.is_string() ? file.get<std::string>() : "";
+    if (name.empty() || name.find('/') != std::string::npos || name == "..")
+      throw CheckpointError("load_model: " + index_path.string() + ": tensor '" + tensor +
+                            "' names no shard file in this directory");
+    by_file[name].push_back(tensor);
+  }
+  TensorMap state;
+  for (const auto& [file, names] : by_file) {
+    TensorMap shard = safetensors_tensors(read_file(dir / file), (dir / file).string());
+    for (const auto& name : names) {
+      auto at = shard.find(name);
+      if (at == shard.end())
+        throw CheckpointError("load_model: " + (dir / file).string() + " lacks tensor '" + name +
+                              "' that " + index_path.string() + " places there");
+      state.emplace(name, std::move(at->second));
+    }
+  }
+  return state;
 }
 
 void load_model(torch::nn::Module& model, const fs::path& dir) {
+  if (fs::exists(dir / "model.safetensors") || fs::exists(dir / "model.safetensors.index.json")) {
+    load_module_state(model, read_safetensors_directory(dir), dir.string());
+    return;
+  }
   Manifest manifest;
   if (fs::exists(dir / kManifestName)) {
     manifest = read_manifest(dir);

@@ -133,8 +133,9 @@ std::optional<LoadReport> Accelerator::resume_if_requested() {
   return load_state(*latest);
 }
 
-void Accelerator::save_model_of(const torch::nn::Module& module, const fs::path& dir) const {
-  if (is_main_process()) accel::save_model(module, dir);
+void Accelerator::save_model_of(const torch::nn::Module& module, const fs::path& dir,
+                                const SaveModelOptions& options) const {
+  if (is_main_process()) accel::save_model(module, dir, options);
   wait_for_everyone();
 }
 
