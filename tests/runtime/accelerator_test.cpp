@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -464,6 +465,28 @@ TEST(AcceleratorCollectives, ReduceBroadcastPadGatherWait) {
 // The timeout comes from the run config (accelrun --collective_timeout), reaches the
 // communicator through the default constructor, and the failure names what the program
 // called: rank 1 never joins rank 0's first all_reduce.
+TEST(AcceleratorCollectives, GatherObjectCarriesAnySerialisableObject) {
+  run(2, [] {
+    return worker([] {
+      accel::Accelerator accelerator = make_accelerator();
+      const int rank = accelerator.process_index();
+      // Of different sizes on each rank, as Python objects would be.
+      std::map<std::string, std::vector<int>> mine{
+          {"rank", {rank}}, {"items", std::vector<int>(10 * rank + 1, rank)}};
+      const auto all = accelerator.gather_object(mine);
+      WCHECK(all.size() == 2, "%zu objects", all.size());
+      for (int r = 0; r < 2; ++r) {
+        WCHECK(all[r].at("rank") == std::vector<int>{r}, "rank %d's object", r);
+        WCHECK(all[r].at("items") == std::vector<int>(10 * r + 1, r), "rank %d's items", r);
+      }
+      const auto words = accelerator.gather_object(std::string(rank == 0 ? "" : "héllo"));
+      WCHECK(words == (std::vector<std::string>{"", "héllo"}), "strings");
+      const auto bytes = accelerator.gather_bytes(rank == 0 ? std::string("a\0b", 3) : "");
+      WCHECK(bytes == (std::vector<std::string>{std::string("a\0b", 3), ""}), "raw bytes");
+    });
+  });
+}
+
 TEST(AcceleratorCollectives, CollectiveTimeoutComesFromTheConfigAndNamesTheOperation) {
   const fs::path marker =
       fs::temp_directory_path() / ("accel_timeout_test_" + std::to_string(::getpid()));
@@ -516,6 +539,7 @@ TEST(AcceleratorSingleProcess, ZRunsWithoutCommunicator) {
       const torch::Tensor t = torch::arange(3);
       WCHECK(torch::equal(accelerator.gather(t), t), "gather");
       WCHECK(torch::equal(accelerator.reduce(t), t), "reduce");
+      WCHECK(accelerator.gather_object(42) == std::vector<int>{42}, "gather_object");
       accelerator.wait_for_everyone();
     });
   });

@@ -331,6 +331,20 @@ class Accelerator {
   // All ranks' tensors concatenated along dim 0, in rank order (0-dim tensors count as
   // one element). Sizes along dim 0 may differ; the other dimensions must agree.
   at::Tensor gather(const at::Tensor& tensor) const;
+  // Accelerate's gather_object: every process's `object`, in rank order, on every process.
+  // T is anything nlohmann::json converts (numbers, strings, containers of them, or your
+  // types with to_json/from_json); it travels as CBOR. Sizes may differ between ranks.
+  // Collective. nlohmann::json's errors propagate when a rank's bytes are not a T.
+  template <class T>
+  std::vector<T> gather_object(const T& object) const {
+    const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(nlohmann::json(object));
+    std::vector<T> all;
+    for (const std::string& bytes : gather_bytes(std::string(cbor.begin(), cbor.end())))
+      all.push_back(nlohmann::json::from_cbor(bytes).template get<T>());
+    return all;
+  }
+  // The same for bytes in your own serialisation: each process's `bytes`, in rank order.
+  std::vector<std::string> gather_bytes(const std::string& bytes) const;
   // gather(), then drops the samples even_batches duplicated when `loader`'s batch just
   // yielded is its last: the result covers each sample of the dataset exactly once.
   at::Tensor gather_for_metrics(const at::Tensor& tensor, const DataLoader& loader) const;

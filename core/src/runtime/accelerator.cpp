@@ -9,6 +9,7 @@
 #include <c10/core/GradMode.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -244,6 +245,26 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+std::vector<std::string> Accelerator::gather_bytes(const std::string& bytes) const {
+  if (state_->world() == 1) return {bytes};
+  // Lengths first, then the bytes as one uneven gather; the lengths split it again.
+  const auto length = static_cast<int64_t>(bytes.size());
+  const at::Tensor lengths = gather(at::full({1}, length, at::TensorOptions().dtype(at::kLong)));
+  at::Tensor data = at::empty({length}, at::TensorOptions().dtype(at::kByte));
+  if (length > 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  const at::Tensor all = gather(data).cpu().contiguous();
+  const at::Tensor sizes = lengths.cpu();
+  std::vector<std::string> out;
+  const auto* base = static_cast<const char*>(all.data_ptr());
+  std::size_t at = 0;
+  for (int64_t r = 0; r < sizes.numel(); ++r) {
+    const auto size = static_cast<std::size_t>(sizes[r].item<int64_t>());
+    out.push_back(size == 0 ? std::string() : std::string(base + at, size));
+    at += size;
+  }
+  return out;
+}
 
 at::Tensor Accelerator::gather(const at::Tensor& tensor) const {
   at::Tensor t = tensor.detach().to(state_->device).contiguous();
