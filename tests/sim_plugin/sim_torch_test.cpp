@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "accel/batch_size.hpp"
 #include "accel/plugin_registry.hpp"
 
 namespace {
@@ -133,10 +135,26 @@ TEST(SimTorch, DeviceOutOfMemoryIsAnErrorNamingThePlugin) {
   try {
     (void)at::empty({512ll << 20}, at::TensorOptions().device(kSim0).dtype(at::kFloat));  // 2 GiB
     FAIL() << "a 2 GiB tensor fitted in a 256 MiB device";
-  } catch (const c10::Error& e) {
+  } catch (const c10::OutOfMemoryError& e) {  // as CUDA's allocator raises it
     const std::string what = e.what_without_backtrace();
     EXPECT_NE(what.find("sim plugin: memory_allocate: out of memory"), std::string::npos) << what;
   }
+}
+
+// The device's own OOM drives the retries: 2^16 floats a sample is 256 KiB, so 3000 and
+// 1500 samples (750, 375 MiB) cannot fit the 256 MiB device and 750 (187.5 MiB) can.
+TEST(SimTorch, FindExecutableBatchSizeShrinksToWhatTheDeviceHolds) {
+  std::vector<std::int64_t> tried;
+  const std::int64_t used = accel::find_executable_batch_size(
+      [&](std::int64_t batch_size) {
+        tried.push_back(batch_size);
+        at::Tensor batch =
+            at::ones({batch_size, 1 << 16}, at::TensorOptions().device(kSim0).dtype(at::kFloat));
+        return batch.sum().item<float>() > 0 ? batch_size : std::int64_t{-1};
+      },
+      3000);
+  EXPECT_EQ(tried, (std::vector<std::int64_t>{3000, 1500, 750}));
+  EXPECT_EQ(used, 750);
 }
 
 // A copy of the plugin in a directory without the extension: the worker's error names the

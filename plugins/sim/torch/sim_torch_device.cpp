@@ -117,9 +117,14 @@ void check(accel_error* error, const char* call) {
   if (error == nullptr) return;
   const accel_backend_api& api = plugin();
   const std::string message = api.error_get_message(error);
+  const accel_status_code code = api.error_get_code(error);
   api.error_destroy(error);
   // The sim plugin's messages start with the call's name; say it only when one does not.
   const bool named = message.rfind(std::string(call) + ":", 0) == 0;
+  // Out of memory is c10::OutOfMemoryError, as CUDA's allocator raises it, so code that
+  // retries smaller (accel::find_executable_batch_size) sees a device's OOM as one.
+  TORCH_CHECK_WITH(OutOfMemoryError, code != ACCEL_STATUS_OUT_OF_MEMORY,
+                   "sim plugin: ", named ? "" : std::string(call) + ": ", message);
   TORCH_CHECK(false, "sim plugin: ", named ? "" : std::string(call) + ": ", message);
 }
 
