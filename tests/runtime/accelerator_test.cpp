@@ -487,6 +487,60 @@ TEST(AcceleratorCollectives, GatherObjectCarriesAnySerialisableObject) {
   });
 }
 
+// Rank 0 has 5 batches, rank 1 has 3: rank 1 shadows steps 4 and 5, whose gradients are
+// rank 0's averaged with zeros (DDP's default), and both end with rank 0's final model.
+TEST(AcceleratorCollectives, JoinUnevenInputsFinishesTheLongerRanksSteps) {
+  run(2, [] {
+    return worker([] {
+      accel::Accelerator accelerator = make_accelerator();
+      const int rank = accelerator.process_index();
+      torch::manual_seed(11);
+      torch::nn::Linear model(3, 1);
+      auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), 0.1);
+      auto [prepared_model, optimizer] = accelerator.prepare(model, sgd);
+      (void)prepared_model;
+      auto data = [](int r, int step) { return torch::full({2, 3}, 0.1 * (r + 1) + 0.01 * step); };
+      // The reference: one process applying the averaged gradients of both ranks' batches.
+      torch::nn::Linear reference(3, 1);
+      {
+        torch::NoGradGuard no_grad;
+        reference->weight.copy_(model->weight);
+        reference->bias.copy_(model->bias);
+      }
+      for (int step = 0; step < 5; ++step) {
+        std::vector<torch::Tensor> grads;
+        for (int r = 0; r < 2; ++r) {
+          reference->zero_grad();
+          if (r == 1 && step >= 3) continue;
+          reference(data(r, step)).pow(2).mean().backward();
+          grads.push_back(reference->weight.grad().clone());
+          grads.push_back(reference->bias.grad().clone());
+        }
+        torch::NoGradGuard no_grad;
+        torch::Tensor weight_grad = grads[0] / 2, bias_grad = grads[1] / 2;
+        if (grads.size() == 4) weight_grad += grads[2] / 2, bias_grad += grads[3] / 2;
+        reference->weight -= 0.1 * weight_grad;
+        reference->bias -= 0.1 * bias_grad;
+      }
+      accel::JoinGuard joined = accelerator.join_uneven_inputs();
+      const int batches = rank == 0 ? 5 : 3;
+      for (int step = 0; step < batches; ++step) {
+        optimizer.zero_grad();
+        accelerator.backward(model(data(rank, step)).pow(2).mean());
+        optimizer.step();
+      }
+      joined.join();
+      WCHECK(torch::allclose(model->weight, reference->weight, 1e-6, 1e-7),
+             "rank %d's weight differs from the reference", rank);
+      WCHECK(torch::allclose(model->bias, reference->bias, 1e-6, 1e-7),
+             "rank %d's bias differs from the reference", rank);
+      // The collectives are paired again: a gather after the join sees both ranks.
+      const auto ranks = accelerator.gather_object(rank);
+      WCHECK(ranks == (std::vector<int>{0, 1}), "gather after join");
+    });
+  });
+}
+
 TEST(AcceleratorCollectives, CollectiveTimeoutComesFromTheConfigAndNamesTheOperation) {
   const fs::path marker =
       fs::temp_directory_path() / ("accel_timeout_test_" + std::to_string(::getpid()));

@@ -222,6 +222,29 @@ class MainProcessFirst {
   int uncaught_ = 0;
 };
 
+// join_uneven_inputs(): while it lives, each synchronised backward first tells the other
+// ranks this one still has data; join() (or the destructor) then takes part in the
+// others' steps until every rank is out of data, and leaves every rank with the model of
+// the rank that trained longest (as DDP's join hook).
+class JoinGuard {
+ public:
+  JoinGuard(JoinGuard&& other) noexcept;
+  JoinGuard& operator=(JoinGuard&&) = delete;
+  // Shadows the other ranks' steps until all have joined, then syncs the final model.
+  // Collective: every rank calls it once, after its last step. Throws BackendError (a
+  // failed collective) like the steps it mirrors.
+  void join();
+  // join() unless it was called or an exception is unwinding (the launcher then stops the
+  // others); a failure is printed to stderr.
+  ~JoinGuard();
+
+ private:
+  friend class Accelerator;
+  JoinGuard(const Accelerator* accelerator);
+  const Accelerator* accelerator_ = nullptr;
+  int uncaught_ = 0;
+};
+
 namespace detail {
 template <class T>
 struct is_shared_ptr : std::false_type {};
@@ -345,6 +368,19 @@ class Accelerator {
   }
   // The same for bytes in your own serialisation: each process's `bytes`, in rank order.
   std::vector<std::string> gather_bytes(const std::string& bytes) const;
+  // Accelerate's join_uneven_inputs (torch's Join with DDP's join hook), for ranks with
+  // different numbers of batches (a loader prepared with even_batches = false, or your
+  // own). Create it before the loop and call join() after it:
+  //   accel::JoinGuard joined = accelerator.join_uneven_inputs();
+  //   for (auto& batch : my_batches) { ...; accelerator.backward(loss); opt.step(); }
+  //   joined.join();
+  // A rank out of data all-reduces zeros for the others' gradient buckets, receives the
+  // broadcast buffers and joins the fp16 scaler's check, so they average their gradients
+  // over every rank (zeros included, as DDP's default divide_by_initial_world_size). Other
+  // collectives inside the loop (gather, reduce, a barrier) are not mirrored and must not
+  // be called there. std::invalid_argument with more than one prepared model (their
+  // buckets may interleave), or while another guard is active.
+  JoinGuard join_uneven_inputs() const;
   // gather(), then drops the samples even_batches duplicated when `loader`'s batch just
   // yielded is its last: the result covers each sample of the dataset exactly once.
   at::Tensor gather_for_metrics(const at::Tensor& tensor, const DataLoader& loader) const;
@@ -458,6 +494,9 @@ class Accelerator {
   Reducer* reducer_of(const torch::nn::Module* module) const;
   bool count_accumulation_step(bool end_of_dataloader);
   std::pair<std::size_t, std::size_t> share(std::size_t length) const;  // start, count
+  friend class JoinGuard;
+  void join_step_done() const;  // backward's notification while a JoinGuard is active
+  void join_all() const;
   void save_model_of(const torch::nn::Module& module, const std::filesystem::path& dir,
                      const SaveModelOptions& options) const;
 

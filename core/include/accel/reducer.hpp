@@ -96,6 +96,12 @@ class Reducer {
   // step now so the ranks still issue the same collectives. Otherwise a no-op.
   void finish_backward();
 
+  // For a rank out of data under Accelerator::join_uneven_inputs: the collectives of one
+  // synchronised backward with zeros for every bucket, in launch order, so the ranks still
+  // training can finish theirs. Waits for each; leaves gradients and parameters alone.
+  // Throws BackendError as the real all-reduce would.
+  void shadow_backward();
+
   // Buckets, as parameter indices (registration order), in launch order.
   const std::vector<std::vector<std::size_t>>& buckets() const;
   // Completed synchronised backward passes.

@@ -161,6 +161,7 @@ void Accelerator::backward(const at::Tensor& loss) {
   at::Tensor scaled = loss;
   if (state_->accumulation_steps > 1) scaled = scaled / state_->accumulation_steps;
   if (state_->scaler) scaled = state_->scaler->scale(scaled);
+  if (state_->joining && state_->sync_gradients) join_step_done();
   scaled.backward();
   // Buffers (batch-norm statistics) follow rank 0 after each synchronised step, since a
   // C++ module's forward cannot be intercepted to do it before, as DDP does.

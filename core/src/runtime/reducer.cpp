@@ -315,6 +315,15 @@ bool Reducer::sync_enabled() const {
   return impl_->sync;
 }
 
+void Reducer::shadow_backward() {
+  std::vector<at::Tensor> zeros;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (const auto& bucket : impl_->buckets) zeros.push_back(at::zeros_like(bucket.flat));
+  }
+  for (at::Tensor& flat : zeros) impl_->comm->all_reduce(flat, ReduceOp::kAvg).wait();
+}
+
 void Reducer::finish_backward() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (!impl_->sync || impl_->buckets.empty()) return;

@@ -40,6 +40,11 @@ struct AcceleratorState {
   };
   std::vector<Model> models;
 
+  // join_uneven_inputs(): active between the guard's creation and join(); the number of
+  // synchronised backwards this rank announced meanwhile.
+  bool joining = false;
+  std::int64_t join_steps = 0;
+
   Trackers trackers;
 
   // Checkpoints (checkpointing.cpp).
