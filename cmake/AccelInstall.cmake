@@ -1,16 +1,30 @@
-# Installs the SDK a vendor builds a plugin against: backend.h, the CMake package
-# (find_package(Accel) gives Accel::abi, Accel::core and accel_add_plugin()), the
-# core library, the CLI and the plugins.
+# Installs the SDK: backend.h and the public headers, the CMake package (find_package(Accel)
+# gives Accel::abi, Accel::core, Accel::runtime with COMPONENTS runtime, accel_add_plugin()
+# and accel_add_training_program()), pkg-config files, the libraries, the CLI, the plugins.
+# One export file per target, so each component's dependencies are needed only by it.
 include(CMakePackageConfigHelpers)
 
 set(ACCEL_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/Accel")
 
 install(DIRECTORY core/include/accel DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(TARGETS accel_abi EXPORT AccelTargets)
-install(TARGETS accel_core EXPORT AccelTargets
+install(TARGETS accel_abi EXPORT AccelAbiTargets)
+install(TARGETS accel_core EXPORT AccelCoreTargets
   LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
-install(EXPORT AccelTargets NAMESPACE Accel:: DESTINATION "${ACCEL_CMAKE_INSTALL_DIR}")
+install(TARGETS accel_runtime EXPORT AccelRuntimeTargets
+  LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+foreach(part Abi Core Runtime)
+  install(EXPORT Accel${part}Targets NAMESPACE Accel:: DESTINATION "${ACCEL_CMAKE_INSTALL_DIR}")
+endforeach()
+
+# pkg-config, for builds without CMake: accel (backend.h; a plugin needs no library) and
+# accel-runtime (training programs; add LibTorch's flags, which Debian ships no .pc for).
+# The prefix is found from the .pc file's own place (pkgconf's ${pcfiledir}): relocatable.
+file(RELATIVE_PATH ACCEL_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+foreach(pc accel accel-runtime)
+  configure_file("cmake/${pc}.pc.in" "${PROJECT_BINARY_DIR}/${pc}.pc" @ONLY)
+  install(FILES "${PROJECT_BINARY_DIR}/${pc}.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+endforeach()
 
 configure_package_config_file(cmake/AccelConfig.cmake.in
   "${PROJECT_BINARY_DIR}/AccelConfig.cmake"
@@ -23,4 +37,5 @@ install(FILES
   "${PROJECT_BINARY_DIR}/AccelConfig.cmake"
   "${PROJECT_BINARY_DIR}/AccelConfigVersion.cmake"
   cmake/AccelPlugin.cmake
+  cmake/AccelProgram.cmake
   DESTINATION "${ACCEL_CMAKE_INSTALL_DIR}")

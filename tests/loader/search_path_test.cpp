@@ -48,7 +48,7 @@ TEST_F(SearchPathTest, IdenticalDirectoriesAreSearchedOnce) {
   options.cli_dirs = {ACCEL_TEST_GOOD_DIR, std::string(ACCEL_TEST_GOOD_DIR) + "/../good/"};
   options.use_environment = false;
   const SearchPath path = plugin_search_path(options);
-  // The installed dir and the build tree's plugin dir are the same directory here.
+  // The installed dir (in the build tree, its plugin dir) is the last one.
   EXPECT_EQ(origins(path), (std::vector<std::string>{"--plugin-dir", "installed"}));
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "shell.hpp"
@@ -41,9 +42,11 @@ TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
   ASSERT_EQ(install.exit_code, 0) << install.output;
   ASSERT_TRUE(fs::exists(prefix / "include/accel/backend.h"));
 
+  // A plugin needs backend.h alone: the package is found without Boost or spdlog.
   Result configure =
       run(cmake + " -S " + quoted(ACCEL_TEMPLATE_DIR) + " -B " + quoted(build) + " -G '" +
-          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix));
+          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix) +
+          " -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON");
   ASSERT_EQ(configure.exit_code, 0) << configure.output;
   Result compile = run(cmake + " --build " + quoted(build));
   ASSERT_EQ(compile.exit_code, 0) << compile.output;
@@ -62,10 +65,55 @@ TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
   EXPECT_NE(check.output.find("template"), std::string::npos) << check.output;
   EXPECT_NE(check.output.find("no device behind it yet"), std::string::npos) << check.output;
 
-  // The installed CPU plugin is found next to the installed core.
+  // The installed CPU plugin is found next to the installed core, and the build tree it
+  // came from is not searched (a relocatable install).
   Result plugins = run(quoted(prefix / "bin/accelrun") + " plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.output;
   EXPECT_NE(plugins.output.find((prefix / "lib").string()), std::string::npos) << plugins.output;
+  EXPECT_EQ(plugins.output.find(std::string(ACCEL_BINARY_DIR) + "/lib"), std::string::npos)
+      << plugins.output;
+
+  // pkg-config finds backend.h from the prefix the .pc file sits in.
+  Result cflags =
+      run("PKG_CONFIG_PATH=" + quoted(prefix / "lib/pkgconfig") + " pkg-config --cflags accel");
+  EXPECT_EQ(cflags.exit_code, 0) << cflags.output;
+  std::ofstream(root_ / "abi.c") << "#include <accel/backend.h>\n"
+                                    "int main(void) { return ACCEL_ABI_VERSION_MAJOR - 1; }\n";
+  Result compiled = run("cc " + quoted(root_ / "abi.c") + " " +
+                        cflags.output.substr(0, cflags.output.find('\n')) + " -o " +
+                        quoted(root_ / "abi") + " && " + quoted(root_ / "abi"));
+  EXPECT_EQ(compiled.exit_code, 0) << cflags.output << compiled.output;
+}
+
+// A user's first program: the training template, built out of tree against the installed
+// SDK (find_package(Accel COMPONENTS runtime), accel_add_training_program) and trained by
+// the installed accelrun on 2 processes.
+TEST_F(SdkTest, TrainingTemplateBuildsAndTrainsFromTheInstalledPrefix) {
+  const fs::path prefix = root_ / "install";
+  const fs::path build = root_ / "train-build";
+  const std::string cmake = ACCEL_CMAKE_COMMAND;
+  Result install =
+      run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " + quoted(prefix));
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  Result configure =
+      run(cmake + " -S " + quoted(ACCEL_TRAINING_TEMPLATE_DIR) + " -B " + quoted(build) + " -G '" +
+          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix));
+  ASSERT_EQ(configure.exit_code, 0) << configure.output;
+  Result compile = run(cmake + " --build " + quoted(build));
+  ASSERT_EQ(compile.exit_code, 0) << compile.output;
+  const fs::path program = build / "train.so";
+  ASSERT_TRUE(fs::exists(program)) << compile.output;
+  Result exports = run("nm -D --defined-only " + quoted(program));
+  EXPECT_EQ(exports.output.find('\n'), exports.output.size() - 1)
+      << "train.so exports more than its entry symbol:\n"
+      << exports.output;
+  EXPECT_NE(exports.output.find(" accel_main"), std::string::npos) << exports.output;
+
+  Result trained = run(quoted(prefix / "bin/accelrun") + " --cpu --num_processes 2 " +
+                       quoted(program) + " -- --steps 20");
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("template: 20 steps on 2 process(es)"), std::string::npos)
+      << trained.output;
 }
 
 }  // namespace

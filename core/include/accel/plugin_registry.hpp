@@ -6,8 +6,8 @@
 //   2. ACCEL_PLUGIN_PATH, colon-separated                 (ignored in setuid/setgid
 //                                                           processes, as Vulkan does)
 //   3. plugin_dirs from the config file                   (SearchOptions::config_dirs)
-//   4. the installed directory: <dir of libaccel_core.so>/accel/plugins
-//   5. the build tree's plugin directory                  (build_info::kBuildPluginDir)
+//   4. the installed directory: <dir of libaccel_core.so>/accel/plugins (in the build
+//      tree, build/lib/accel/plugins; an installed copy never searches the build tree)
 // Identical directories are searched once. In each directory the candidates are
 // the files named libbackend_<name>.so (.dylib on macOS), in name order.
 //
@@ -47,7 +47,7 @@ struct SearchOptions {
 struct SearchDir {
   std::filesystem::path dir;
   std::string origin;  // "--plugin-dir", "ACCEL_PLUGIN_PATH", "config plugin_dirs",
-                       // "installed", "build tree"
+                       // "installed"
   bool exists = false;
 };
 

@@ -7,7 +7,6 @@
 #include <system_error>
 
 #include "accel/plugin_registry.hpp"
-#include "build_info.hpp"
 #include "plugin/abi_check.hpp"
 #include "plugin/elf_check.hpp"
 #include "plugin/host_api.hpp"
@@ -85,8 +84,7 @@ struct PluginLoader {
     std::error_code ec;
     const fs::path dir = fs::weakly_canonical(d.path, ec).parent_path();
     std::vector<fs::path> allowed;
-    for (const fs::path& candidate :
-         {installed_plugin_dir(), fs::path(build_info::kBuildPluginDir)}) {
+    for (const fs::path& candidate : {installed_plugin_dir()}) {
       const fs::path real = fs::weakly_canonical(candidate, ec);
       if (candidate.empty() || ec) continue;
       if (real == dir) {

@@ -7,7 +7,6 @@
 #include <system_error>
 
 #include "accel/plugin_registry.hpp"
-#include "build_info.hpp"
 
 namespace fs = std::filesystem;
 
@@ -96,10 +95,9 @@ SearchPath plugin_search_path(const SearchOptions& options) {
   if (options.use_environment) add_environment_dirs(path, secure);
   if (!secure)
     for (const auto& dir : options.config_dirs) add_dir(path, dir, "config plugin_dirs");
-  if (options.use_default_dirs) {
-    add_dir(path, installed_plugin_dir(), "installed");
-    add_dir(path, build_info::kBuildPluginDir, "build tree");
-  }
+  // In the build tree the core library sits in build/lib, so this is the build's plugin
+  // directory; an installed accelrun never looks back into the tree it was built in.
+  if (options.use_default_dirs) add_dir(path, installed_plugin_dir(), "installed");
   return path;
 }
 
