@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -331,6 +332,18 @@ TEST(Usage, UnknownFlagNamesTheCommandsHelp) {
   EXPECT_TRUE(contains(run.out, "accelrun plugins --help")) << run.out;
   EXPECT_EQ(accelrun("plugins frobnicate").exit_code, 2);
   EXPECT_EQ(accelrun("plugins check").exit_code, 2);
+}
+
+// docs/launcher.md is `accelrun help --markdown`: every command's --help as printed (issue Q).
+TEST(Usage, TheLauncherReferenceIsGeneratedFromTheHelp) {
+  const CliRun run = accelrun("help --markdown");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  std::ifstream in(ACCEL_LAUNCHER_DOC);
+  const std::string doc{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(doc, run.out) << "docs/launcher.md is stale: regenerate it with "
+                             "`build/bin/accelrun help --markdown > docs/launcher.md`";
+  for (const char* flag : {"--num_processes", "--multi_gpu", "--tee", "--config_file", "--ranks"})
+    EXPECT_TRUE(contains(run.out, flag)) << flag;
 }
 
 TEST(Usage, HelpForEachCommandHasExamples) {
