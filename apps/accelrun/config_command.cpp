@@ -285,8 +285,8 @@ void ask_machines(Questionnaire& q, RunConfig& config, const accel::Plugin& plug
             return "0 (pick a free port) works on one machine only; give a port every machine "
                    "can reach, such as 29500";
           });
-  ask_key(q, config, "Which rendezvous backend (static, c10d)?", "rdzv_backend", "static");
-  config.same_network = q.ask_yes_no("Are all machines on the same local network?", true);
+  // rdzv_backend and same_network are not asked: the launcher runs static on one network
+  // only (it refuses c10d and same_network = false), and the defaults say so.
 }
 
 void ask_processes(Questionnaire& q, RunConfig& config, const accel::Plugin& plugin,

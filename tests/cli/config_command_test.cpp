@@ -150,15 +150,13 @@ TEST_F(ConfigCommand, ExplicitAnswersAreWrittenAndParseBack) {
 TEST_F(ConfigCommand, MultiMachineAnswers) {
   const fs::path file = root_ / "multi.toml";
   const CliRun run = accelrun("config --config_file '" + file.string() + "'",
-                              "cpu\n2\n1\n10.0.0.1\n29600\nc10d\nno\n4\nno\n1\nn\n");
+                              "cpu\n2\n1\n10.0.0.1\n29600\n4\nno\n1\nn\n");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   accel::RunConfig expected = cpu_config();
   expected.num_machines = 2;
   expected.machine_rank = 1;
   expected.main_process_ip = "10.0.0.1";
   expected.main_process_port = 29600;
-  expected.rdzv_backend = accel::RdzvBackend::kC10d;
-  expected.same_network = false;
   expected.num_processes = 4;
   EXPECT_EQ(accel::load_config(file), expected) << read_text(file);
 }

@@ -348,13 +348,13 @@ TEST(LaunchFlags, EverySchemaFlagIsAcceptedAndShownInHelp) {
 // or with a value.
 TEST(LaunchFlags, DocumentedFlagsReachTheWorkers) {
   Launcher l = run({"--cpu", "--main_process_port", "0", "--gradient_accumulation_steps", "4",
-                    "--log-level", "warn", "--same_network", "false", "--rdzv_backend", "static",
+                    "--log-level", "warn", "--same_network", "true", "--rdzv_backend", "static",
                     kLib, "--", "--show", "ACCEL_GRADIENT_ACCUMULATION_STEPS", "--show",
                     "ACCEL_LOG_LEVEL", "--show", "ACCEL_SAME_NETWORK"});
   const std::string out = l.text();
   EXPECT_EQ(l.exit_code, 0) << out;
   for (const char* line :
-       {"ACCEL_GRADIENT_ACCUMULATION_STEPS=4", "ACCEL_LOG_LEVEL=warn", "ACCEL_SAME_NETWORK=false"})
+       {"ACCEL_GRADIENT_ACCUMULATION_STEPS=4", "ACCEL_LOG_LEVEL=warn", "ACCEL_SAME_NETWORK=true"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   Launcher bare = run({"--cpu", "--main_process_port", "0", "--same_network", kLib, "--", "--show",
                        "ACCEL_SAME_NETWORK"});
@@ -378,6 +378,7 @@ TEST(LaunchFlags, EmptyNonFiniteAndUnimplementedValuesAreRefused) {
       {{"--grace_period", "-1"}, "--grace_period -1 is out of range"},
       {{"--rdzv_timeout", "0"}, "--rdzv_timeout 0 is out of range"},
       {{"--rdzv_backend", "c10d"}, "rdzv_backend c10d (flag --rdzv_backend) is not implemented"},
+      {{"--same_network", "false"}, "same_network false (flag --same_network) is not supported"},
       {{"--debug", "--log_level", "warn"}, "--debug and --log_level warn contradict each other"},
   };
   for (const Case& c : cases) {
@@ -749,6 +750,27 @@ TEST(Launch, SlurmTasksEachRunOneWorker) {
   EXPECT_NE(second.text().find("[rank 1] store ok"), std::string::npos) << second.text();
 }
 
+// Two pods of a Kubeflow PyTorchJob, as the training operator starts them: MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE and RANK, nothing else; the same command line in each.
+TEST(Launch, KubeflowPodsAreDetectedAndEachRunsOneWorker) {
+  const std::string port = std::to_string(free_port());
+  auto pod = [&](int rank) {
+    return start({"--debug", kLib, "--", "--store"},
+                 {"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port, "WORLD_SIZE=2",
+                  "RANK=" + std::to_string(rank)});
+  };
+  Launcher first = pod(0);
+  Launcher second = pod(1);
+  finish(first);
+  finish(second);
+  EXPECT_EQ(first.exit_code, 0) << first.text();
+  EXPECT_EQ(second.exit_code, 0) << second.text();
+  EXPECT_NE(first.text().find("ranks from kubeflow"), std::string::npos) << first.text();
+  EXPECT_NE(first.text().find("rendezvous 127.0.0.1:" + port), std::string::npos) << first.text();
+  EXPECT_NE(first.text().find("[rank 0] rank 0 of 2"), std::string::npos) << first.text();
+  EXPECT_NE(second.text().find("[rank 1] store ok"), std::string::npos) << second.text();
+}
+
 // ------------------------------------------------------------ accelrun test
 
 std::string last_line(const std::string& text) {
@@ -1045,6 +1067,31 @@ TEST(LaunchPlan, SlurmAndOpenMpiRanks) {
                                {"SLURM_LOCALID", "0"},
                                {"ACCEL_CLUSTER_LAUNCHER", "none"}}));
   EXPECT_FALSE(detect_cluster({}));
+  auto pod = detect_cluster({{"MASTER_ADDR", "job-master-0"},
+                             {"MASTER_PORT", "23456"},
+                             {"WORLD_SIZE", "3"},
+                             {"RANK", "2"}});
+  ASSERT_TRUE(pod);
+  EXPECT_EQ(pod->launcher, "kubeflow");
+  EXPECT_EQ(pod->rank, 2);
+  EXPECT_EQ(pod->world_size, 3);
+  EXPECT_EQ(pod->local_rank, 0);
+  EXPECT_EQ(pod->local_world_size, 1);
+  EXPECT_EQ(pod->node_rank, 2);
+  EXPECT_EQ(pod->master_port, 23456);
+  accel::RunConfig config;
+  const auto plan =
+      accel::launcher::make_plan(config, "", 1, pod, {{"MASTER_ADDR", "job-master-0"}});
+  EXPECT_EQ(plan.master_addr, "job-master-0");
+  EXPECT_EQ(plan.master_port, 23456);
+  EXPECT_EQ(plan.num_machines, 3);
+  EXPECT_EQ(plan.machine_rank, 2);
+  // A worker of torchrun or of accelrun itself has LOCAL_RANK too: not a pod.
+  EXPECT_FALSE(detect_cluster({{"MASTER_ADDR", "127.0.0.1"},
+                               {"MASTER_PORT", "29500"},
+                               {"WORLD_SIZE", "2"},
+                               {"RANK", "1"},
+                               {"LOCAL_RANK", "1"}}));
   EXPECT_THROW(
       detect_cluster({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}}),
       std::runtime_error);

@@ -142,7 +142,8 @@ static std::vector<KeySpec> make_schema() {
       [](RunConfig& c, const Value& v) { c.rdzv_backend = choice_as<RdzvBackend>(v, "rdzv_backend"); },
       [](const RunConfig& c) -> Value { return std::string(to_string(c.rdzv_backend)); }});
   rows.push_back({"same_network", Kind::kBoolean, {}, 0, 0,
-      "Whether all machines are on the same local network.", "--same_network",
+      "Whether all machines are on the same local network. accelrun needs them to be (each "
+      "reaches main_process_ip directly); the launcher refuses false.", "--same_network",
       {"ACCEL_SAME_NETWORK"}, nullptr,
       [](RunConfig& c, const Value& v) { c.same_network = as<bool>(v); },
       [](const RunConfig& c) -> Value { return c.same_network; }});

@@ -307,20 +307,21 @@ BackendChoice check_backend(const PluginRegistry& registry, const RunConfig& con
 
 PreparedLaunch prepare_launch(const LaunchInput& input) {
   PreparedLaunch prepared;
-  std::string origin, rdzv_origin;
+  std::string origin, rdzv_origin, network_origin;
   bool default_port = false;       // main_process_port is the schema's, not the user's
   bool default_processes = false;  // so is num_processes
   ConfigSources sources = input.sources;
   if (input.config) {
     prepared.config = *input.config;
     validate(prepared.config);
-    origin = rdzv_origin = input.config_origin;
+    origin = rdzv_origin = network_origin = input.config_origin;
   } else {
     const ResolvedConfig resolved = resolve_config(sources);
     prepared.config = resolved.config;
     for (const auto& note : resolved.notes) prepared.notes.push_back("note: " + note);
     origin = resolved.origin("backend").to_string();
     rdzv_origin = resolved.origin("rdzv_backend").to_string();
+    network_origin = resolved.origin("same_network").to_string();
     default_port = resolved.origin("main_process_port").layer == ConfigOrigin::Layer::kDefault;
     default_processes = resolved.origin("num_processes").layer == ConfigOrigin::Layer::kDefault;
   }
@@ -329,6 +330,12 @@ PreparedLaunch prepare_launch(const LaunchInput& input) {
     throw LaunchError("rdzv_backend c10d (" + rdzv_origin +
                       ") is not implemented yet: ranks come from machine_rank (static); set "
                       "rdzv_backend to static, the default");
+  }
+  if (!prepared.config.same_network) {
+    throw LaunchError("same_network false (" + network_origin +
+                      ") is not supported: every machine must reach main_process_ip directly, "
+                      "as the static rendezvous needs (no relay across networks); set "
+                      "same_network to true, the default");
   }
   if (input.single_machine && prepared.config.num_machines != 1)
     throw LaunchError("accel::launch runs on one machine: set num_machines to 1");

@@ -31,7 +31,7 @@ std::optional<ClusterRanks> detect_slurm(const Environment& env) {
   auto world = int_var(env, "SLURM_NTASKS");
   auto local = int_var(env, "SLURM_LOCALID");
   if (!rank || !world || !local) return std::nullopt;
-  ClusterRanks ranks{"slurm", *rank, *world, *local, 1, 0};
+  ClusterRanks ranks{"slurm", *rank, *world, *local, 1, 0, std::nullopt};
   ranks.node_rank = int_var(env, "SLURM_NODEID").value_or(0);
   const int nodes = int_var(env, "SLURM_NNODES").value_or(1);
   ranks.local_world_size = nodes > 0 ? std::max(1, *world / nodes) : *world;
@@ -43,11 +43,24 @@ std::optional<ClusterRanks> detect_openmpi(const Environment& env) {
   auto world = int_var(env, "OMPI_COMM_WORLD_SIZE");
   auto local = int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK");
   if (!rank || !world || !local) return std::nullopt;
-  ClusterRanks ranks{"openmpi", *rank, *world, *local, 1, 0};
+  ClusterRanks ranks{"openmpi", *rank, *world, *local, 1, 0, std::nullopt};
   ranks.local_world_size = int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE").value_or(*world);
   ranks.node_rank = int_var(env, "OMPI_COMM_WORLD_NODE_RANK")
                         .value_or(ranks.local_world_size > 0 ? *rank / ranks.local_world_size : 0);
   return ranks;
+}
+
+// Kubeflow's PyTorchJob gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, a
+// pod being one process (torch.distributed's env:// contract). Workers of torchrun or of
+// accelrun itself have these too, but also LOCAL_RANK: those are not a launcher's tasks.
+std::optional<ClusterRanks> detect_kubeflow(const Environment& env) {
+  if (lookup(env, "LOCAL_RANK") || lookup(env, "TORCHELASTIC_RUN_ID")) return std::nullopt;
+  if (!lookup(env, "MASTER_ADDR")) return std::nullopt;
+  auto rank = int_var(env, "RANK");
+  auto world = int_var(env, "WORLD_SIZE");
+  auto port = int_var(env, "MASTER_PORT");
+  if (!rank || !world || !port) return std::nullopt;
+  return ClusterRanks{"kubeflow", *rank, *world, 0, 1, *rank, *port};
 }
 
 std::string join(const std::vector<int>& ids) {
@@ -73,14 +86,17 @@ std::vector<std::pair<std::string, std::string>> decode(const std::string& encod
 std::optional<ClusterRanks> detect_cluster(const Environment& env) {
   const std::string choice = lookup(env, "ACCEL_CLUSTER_LAUNCHER").value_or("auto");
   if (choice == "none") return std::nullopt;
-  if (choice != "auto" && choice != "slurm" && choice != "openmpi") {
+  if (choice != "auto" && choice != "slurm" && choice != "openmpi" && choice != "kubeflow") {
     throw LaunchError("ACCEL_CLUSTER_LAUNCHER=\"" + choice +
-                      "\" is not one of auto, none, slurm, openmpi");
+                      "\" is not one of auto, none, slurm, openmpi, kubeflow");
   }
-  if (choice != "openmpi") {
+  if (choice == "auto" || choice == "slurm") {
     if (auto ranks = detect_slurm(env)) return ranks;
   }
-  if (choice != "slurm") return detect_openmpi(env);
+  if (choice == "auto" || choice == "openmpi") {
+    if (auto ranks = detect_openmpi(env)) return ranks;
+  }
+  if (choice == "auto" || choice == "kubeflow") return detect_kubeflow(env);
   return std::nullopt;
 }
 
@@ -128,6 +144,7 @@ LaunchPlan make_plan(const RunConfig& config, const std::string& visible_devices
                       "task must know the port, so set one (e.g. 29500)");
   }
   plan.master_addr = addr;
+  if (cluster->master_port) plan.master_port = *cluster->master_port;  // the operator's Service
   return plan;
 }
 

@@ -14,18 +14,22 @@ namespace accel::launcher {
 
 // Ranks given by a cluster launcher that started one accelrun per task (srun, mpirun).
 struct ClusterRanks {
-  std::string launcher;  // "slurm" or "openmpi"
+  std::string launcher;  // "slurm", "openmpi" or "kubeflow"
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
   int node_rank = 0;
+  std::optional<int> master_port;  // kubeflow: MASTER_PORT, which wins over the config's
 };
 
 // Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (+ SLURM_NODEID, SLURM_NNODES).
 // Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE, _NODE_RANK).
+// Kubeflow PyTorchJob (torch's env:// contract, one process per pod): MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE, RANK without LOCAL_RANK (which torchrun's and accelrun's own
+// workers have); each pod is a machine with one worker.
 // ACCEL_CLUSTER_LAUNCHER=none turns detection off (e.g. accelrun inside an sbatch
-// script, outside srun); =slurm or =openmpi accepts only that one. nullopt when none
+// script, outside srun); =slurm, =openmpi or =kubeflow accepts only that one. nullopt when none
 // applies. Throws LaunchError naming the variable when one is malformed.
 std::optional<ClusterRanks> detect_cluster(const Environment& env);
 
