@@ -1062,6 +1062,14 @@ TEST(LaunchPlan, SlurmAndOpenMpiRanks) {
   ASSERT_TRUE(mpi);
   EXPECT_EQ(mpi->launcher, "openmpi");
   EXPECT_EQ(mpi->node_rank, 1);
+  // As mpirun -np 2 on one host sets them: NODE_RANK is the rank within the node.
+  auto second = detect_cluster({{"OMPI_COMM_WORLD_RANK", "1"},
+                                {"OMPI_COMM_WORLD_SIZE", "2"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->node_rank, 0);
   EXPECT_FALSE(detect_cluster({{"SLURM_PROCID", "0"},
                                {"SLURM_NTASKS", "2"},
                                {"SLURM_LOCALID", "0"},

@@ -45,8 +45,10 @@ std::optional<ClusterRanks> detect_openmpi(const Environment& env) {
   if (!rank || !world || !local) return std::nullopt;
   ClusterRanks ranks{"openmpi", *rank, *world, *local, 1, 0, std::nullopt};
   ranks.local_world_size = int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE").value_or(*world);
-  ranks.node_rank = int_var(env, "OMPI_COMM_WORLD_NODE_RANK")
-                        .value_or(ranks.local_world_size > 0 ? *rank / ranks.local_world_size : 0);
+  // OMPI_COMM_WORLD_NODE_RANK is the rank within the node (like the local rank), not the
+  // node's index, and Open MPI exports none: with its default by-slot mapping a node's
+  // ranks are contiguous, so the index is rank / local size.
+  ranks.node_rank = ranks.local_world_size > 0 ? *rank / ranks.local_world_size : 0;
   return ranks;
 }
 

@@ -24,7 +24,8 @@ struct ClusterRanks {
 };
 
 // Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (+ SLURM_NODEID, SLURM_NNODES).
-// Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE, _NODE_RANK).
+// Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (+ _LOCAL_SIZE); the node index is
+// rank / local size (by-slot mapping, Open MPI's default).
 // Kubeflow PyTorchJob (torch's env:// contract, one process per pod): MASTER_ADDR,
 // MASTER_PORT, WORLD_SIZE, RANK without LOCAL_RANK (which torchrun's and accelrun's own
 // workers have); each pod is a machine with one worker.
