@@ -1,6 +1,8 @@
 // The cluster launchers themselves, not their variables set by hand: Open MPI's mpirun
-// starts one accelrun per rank on this host (127.0.0.1), and they train together.
-// Skips, saying so, where the engine is not installed (scripts/setup installs it).
+// and a Slurm cluster of this one host (munged, slurmctld, slurmd in a temporary
+// directory, tests/launch/cluster/slurm_cluster.sh) start one accelrun per rank on
+// 127.0.0.1, and they train together. Skips, saying so, where an engine is not installed
+// (scripts/setup installs both) or, for Slurm, without root.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -8,8 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -81,6 +89,99 @@ TEST_F(OpenMpi, ATrainingLibraryRunsOneWorkerPerRank) {
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("[rank 0] rank 0 of 2"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("[rank 1] store ok"), std::string::npos) << run.out;
+}
+
+// ------------------------------------------------------------------ Slurm
+
+class Slurm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (shell("command -v srun && command -v slurmctld && command -v slurmd && command -v munged")
+            .exit_code != 0)
+      GTEST_SKIP() << "Slurm or munge not found: install Debian's slurm-wlm and munge "
+                      "(scripts/setup does)";
+    if (::geteuid() != 0) GTEST_SKIP() << "starting slurmd needs root; this test runs as a user";
+    char pattern[] = "/tmp/accel-slurm-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    const ShellRun started = shell("'" SLURM_CLUSTER_SCRIPT "' start '" + dir_ + "' " +
+                                   std::to_string(free_port()) + " " + std::to_string(free_port()));
+    ASSERT_EQ(started.exit_code, 0) << started.out;
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    const ShellRun stopped = shell("'" SLURM_CLUSTER_SCRIPT "' stop '" + dir_ + "'");
+    EXPECT_EQ(stopped.exit_code, 0) << stopped.out;
+    EXPECT_FALSE(std::filesystem::exists(dir_)) << dir_ << " left behind";
+  }
+  std::string slurm(const std::string& command) const {
+    return "SLURM_CONF='" + dir_ + "/slurm.conf' " + command;
+  }
+  std::string job_state(const std::string& job) const {
+    std::string state = shell(slurm("squeue -h -j " + job + " -o %T")).out;
+    while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
+    return state;
+  }
+  std::string dir_;
+};
+
+const std::string kRendezvous = " --main_process_ip 127.0.0.1 --main_process_port ";
+
+TEST_F(Slurm, SrunStartsOneAccelrunPerTaskAndTheyTrainAsOne) {
+  const ShellRun run = shell(slurm("timeout --kill-after=10 240 srun -n 2 -t 3 '" ACCELRUN_BINARY
+                                   "' test --cpu --debug" +
+                                   kRendezvous + std::to_string(free_port())));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(count(run.out, "ranks from slurm"), 2) << run.out;
+  EXPECT_NE(run.out.find("sanity: training ok"), std::string::npos) << run.out;
+  EXPECT_EQ(count(run.out, "Test is a success"), 2) << run.out;
+}
+
+// The two layouts docs/launch.md shows: one accelrun per task, and one per node that
+// starts the node's processes itself (ACCEL_CLUSTER_LAUNCHER=none).
+TEST_F(Slurm, AnSbatchScriptTrainsBothWays) {
+  const std::string script = dir_ + "/job.sh";
+  std::ofstream(script) << "#!/bin/bash\n#SBATCH -n 2\n#SBATCH -t 3\n"
+                        << "srun '" ACCELRUN_BINARY "' --cpu" << kRendezvous << free_port()
+                        << " '" TRAIN_LIBRARY "' -- --store\n"
+                        << "srun -n 1 env ACCEL_CLUSTER_LAUNCHER=none '" ACCELRUN_BINARY
+                           "' --cpu --num_processes 2"
+                        << kRendezvous << free_port() << " '" TRAIN_LIBRARY "' -- --store\n";
+  const std::string out = dir_ + "/job.out";
+  const ShellRun run = shell(slurm("timeout 240 sbatch --wait -o '" + out + "' '" + script + "'"));
+  std::ifstream in(out);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  ASSERT_EQ(run.exit_code, 0) << run.out << text;
+  EXPECT_EQ(count(text, "[rank 1] store ok"), 2) << text;
+  EXPECT_EQ(count(text, "[rank 0] rank 0 of 2"), 2) << text;
+}
+
+// scancel: Slurm sends SIGTERM; each accelrun stops its workers, says so, and the step
+// ends with 143 (128 + SIGTERM).
+TEST_F(Slurm, ScancelStopsTheJobWithTheExitCodeAndAMessage) {
+  const std::string script = dir_ + "/hang.sh";
+  std::ofstream(script) << "#!/bin/bash\n#SBATCH -n 2\n#SBATCH -t 3\n"
+                        << "srun '" ACCELRUN_BINARY "' --cpu" << kRendezvous << free_port()
+                        << " '" TRAIN_LIBRARY "' -- --mode hang\n";
+  const std::string out = dir_ + "/hang.out";
+  const ShellRun submitted = shell(slurm("sbatch --parsable -o '" + out + "' '" + script + "'"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
+  const std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  auto output = [&] {
+    std::ifstream in(out);
+    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count(output(), "] rank ") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(count(output(), "] rank "), 2) << "the workers did not start:\n" << output();
+  EXPECT_EQ(shell(slurm("scancel " + job)).exit_code, 0);
+  while (!job_state(job).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(job_state(job), "") << "the job outlived scancel";
+  const std::string text = output();
+  EXPECT_EQ(count(text, "accelrun: stopped by SIGTERM"), 2) << text;
+  EXPECT_NE(text.find("Exited with exit code 143"), std::string::npos) << text;
 }
 
 }  // namespace
