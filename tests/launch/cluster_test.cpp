@@ -184,4 +184,63 @@ TEST_F(Slurm, ScancelStopsTheJobWithTheExitCodeAndAMessage) {
   EXPECT_NE(text.find("Exited with exit code 143"), std::string::npos) << text;
 }
 
+// ------------------------------------------------------ two machines, two namespaces
+
+// Two network namespaces joined by a veth pair, 192.0.2.1 and 192.0.2.2 (the
+// documentation range: the test's own hosts, nothing else is a target). Removed in
+// TearDown whatever happened.
+class TwoNamespaces : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root; this test runs as a user";
+    if (shell("command -v ip").exit_code != 0)
+      GTEST_SKIP() << "ip not found: install Debian's iproute2 (scripts/setup does)";
+    const std::string id = std::to_string(::getpid());
+    a_ = "accel-a-" + id, b_ = "accel-b-" + id, veth_a_ = "acva" + id, veth_b_ = "acvb" + id;
+    const ShellRun made = shell(
+        "set -e; ip netns add " + a_ + "; ip netns add " + b_ + "; ip link add " + veth_a_ +
+        " type veth peer name " + veth_b_ + "; ip link set " + veth_a_ + " netns " + a_ +
+        "; ip link set " + veth_b_ + " netns " + b_ + "; ip -n " + a_ +
+        " addr add 192.0.2.1/24 dev " + veth_a_ + "; ip -n " + b_ + " addr add 192.0.2.2/24 dev " +
+        veth_b_ + "; for n in " + a_ + " " + b_ + "; do ip -n $n link set lo up; done; ip -n " +
+        a_ + " link set " + veth_a_ + " up; ip -n " + b_ + " link set " + veth_b_ + " up");
+    created_ = true;
+    if (made.exit_code != 0) GTEST_SKIP() << "cannot create network namespaces here: " << made.out;
+  }
+  void TearDown() override {
+    if (!created_) return;
+    shell("ip netns del " + a_ + "; ip netns del " + b_);
+    EXPECT_EQ(shell("ip netns list | grep -E '" + a_ + "|" + b_ + "'").exit_code, 1)
+        << "a namespace was left behind";
+  }
+  std::string a_, b_, veth_a_, veth_b_;
+  bool created_ = false;
+};
+
+std::string parameter_hash(const std::string& output) {
+  const std::string key = "parameter hash: ";
+  const std::size_t at = output.rfind(key);
+  return at == std::string::npos ? "" : output.substr(at + key.size(), 16);
+}
+
+TEST_F(TwoNamespaces, TwoMachinesOnRealAddressesTrainToTheOneMachineParameters) {
+  const std::string training = "'" CV_EXAMPLE "' -- --epochs 1 --limit_train_batches 5";
+  const ShellRun one =
+      shell("timeout 240 '" ACCELRUN_BINARY "' --cpu --num_processes 2 --main_process_port 0 " +
+            training);
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const std::string common = " timeout 240 '" ACCELRUN_BINARY
+                             "' --cpu --num_machines 2 --num_processes 2 --main_process_ip "
+                             "192.0.2.1 --main_process_port 29500 --machine_rank ";
+  const ShellRun both =
+      shell("ip netns exec " + a_ + common + "0 " + training + " > '" + a_ +
+            ".log' 2>&1 & a=$!; ip netns exec " + b_ + common + "1 " + training + " > '" + b_ +
+            ".log' 2>&1; b=$?; wait $a; echo \"rc $? $b\"; cat '" + a_ + ".log' '" + b_ +
+            ".log'; rm -f '" + a_ + ".log' '" + b_ + ".log'");
+  EXPECT_NE(both.out.find("rc 0 0"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("[rank 1] epoch 0: 100%"), std::string::npos) << both.out;
+  EXPECT_FALSE(parameter_hash(one.out).empty()) << one.out;
+  EXPECT_EQ(parameter_hash(both.out), parameter_hash(one.out)) << both.out;
+}
+
 }  // namespace
