@@ -164,17 +164,15 @@ TEST_F(ConfigCommand, MultiMachineAnswers) {
 TEST_F(ConfigCommand, InvalidAnswersAreAskedAgainWithTheReason) {
   const fs::path file = root_ / "run.toml";
   const CliRun run = accelrun("config --config_file '" + file.string() + "'",
-                              "nosuch\ncpu\n"     // backend
-                              "0\n2\n"            // machines
-                              "3\n1\n"            // this machine's rank
-                              "\n10.0.0.2\n"      // main process IP
-                              "0\n29500\n"        // port
-                              "\n"                // rendezvous backend
-                              "maybe\ny\n"        // same network
-                              "3\nmany\n4\n"      // processes
-                              "\n"                // mixed precision
-                              "0\n2\n"            // gradient accumulation
-                              "y\nnovalue\n\n");  // backend options
+                              "nosuch\ncpu\n"            // backend
+                              "0\n2\n"                   // machines
+                              "3\n1\n"                   // this machine's rank
+                              "\n10.0.0.2\n"             // main process IP
+                              "0\n29500\n"               // port
+                              "3\nmany\n4\n"             // processes
+                              "\n"                       // mixed precision
+                              "0\n2\n"                   // gradient accumulation
+                              "maybe\ny\nnovalue\n\n");  // backend options
   ASSERT_EQ(run.exit_code, 0) << run.out;
   for (const char* reason :
        {"invalid: no backend named \"nosuch\"; choose one of: ",
