@@ -155,15 +155,11 @@ class Importer {
   // Sets schema key `name` from its text form, checked as a flag's would be.
   void set(const std::string& accelerate_key, std::string_view name, const std::string& text,
            const ConfigOrigin& where) {
-    const KeySpec* spec = find_key(name);
-    auto value = value_from_text(*spec, text);
-    if (auto* complaint = std::get_if<std::string>(&value))
-      throw value_error(where, accelerate_key, *complaint);
-    if (auto complaint = check_value(*spec, std::get<Value>(value)))
-      throw value_error(where, accelerate_key, *complaint);
-    result_.settings.push_back({spec, std::get<Value>(value), where, {}});
+    // Errors name the Accelerate key the user wrote (distributed_type, not backend).
+    Setting setting = setting_from_text(*find_key(name), accelerate_key, text, where);
     result_.mapped.push_back(
-        {accelerate_key, where, std::string(name) + " = " + value_to_toml(std::get<Value>(value))});
+        {accelerate_key, where, std::string(name) + " = " + value_to_toml(setting.value)});
+    result_.settings.push_back(std::move(setting));
   }
 
   void import_key(const std::string& key, const YAML::Node& value, const ConfigOrigin& where) {

@@ -74,24 +74,6 @@ static void apply(ResolvedConfig& resolved, const Setting& setting) {
   }
 }
 
-// A setting from the text form, checked; errors name `origin`.
-static Setting from_text(const KeySpec& spec, std::string_view key, std::string_view text,
-                         const ConfigOrigin& origin) {
-  constexpr std::string_view kOption = "backend_options.";
-  if (key.substr(0, kOption.size()) == kOption) {
-    config::StringTable option{{std::string(key.substr(kOption.size())), std::string(text)}};
-    if (auto complaint = config::check_value(spec, option))
-      throw config::value_error(origin, key, *complaint);
-    return {&spec, option, origin, {}};
-  }
-  auto value = config::value_from_text(spec, text);
-  if (auto* complaint = std::get_if<std::string>(&value))
-    throw config::value_error(origin, key, *complaint);
-  if (auto complaint = config::check_value(spec, std::get<config::Value>(value)))
-    throw config::value_error(origin, key, *complaint);
-  return {&spec, std::get<config::Value>(value), origin, {}};
-}
-
 // The schema row of a flag or detected key ("backend_options.x" is backend_options').
 static const KeySpec& spec_for(std::string_view key, const ConfigOrigin& origin) {
   std::string_view base = key.substr(0, key.find('.'));
@@ -113,7 +95,7 @@ static void apply_texts(ResolvedConfig& resolved, const std::map<std::string, st
                     : spec && !spec->flag.empty() ? std::string(spec->flag)
                                                   : "--" + key;
     }
-    apply(resolved, from_text(spec_for(key, origin), key, text, origin));
+    apply(resolved, config::setting_from_text(spec_for(key, origin), key, text, origin));
   }
 }
 
@@ -128,8 +110,8 @@ static std::optional<EnvironmentSetting> first_set(const KeySpec& spec, const En
 static void apply_environment(ResolvedConfig& resolved, const Environment& env) {
   for (const auto& spec : config::schema()) {
     if (auto setting = first_set(spec, env))
-      apply(resolved, from_text(spec, spec.name, setting->text,
-                                {Layer::kEnvironment, setting->variable, 0, 0}));
+      apply(resolved, config::setting_from_text(spec, spec.name, setting->text,
+                                                {Layer::kEnvironment, setting->variable, 0, 0}));
   }
 }
 

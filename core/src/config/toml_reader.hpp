@@ -20,6 +20,12 @@ struct Setting {
   std::map<std::string, ConfigOrigin> entry_origins;
 };
 
+// One key's setting from the text form (environment, flags, converted YAML), checked as
+// read_toml checks a file's; "backend_options.<name>" sets one option. Errors name `key`
+// and `origin`.
+Setting setting_from_text(const KeySpec& spec, std::string_view key, std::string_view text,
+                          const ConfigOrigin& origin);
+
 // Parses a TOML document; throws ConfigError for syntax errors, unknown keys, wrong
 // types and bad values, with `source_name`:line:column.
 std::vector<Setting> read_toml(std::string_view text, const std::string& source_name);

@@ -8,6 +8,7 @@
 
 #include "config/schema.hpp"
 #include "config/text.hpp"
+#include "config/toml_reader.hpp"
 
 namespace accel::config {
 
@@ -231,6 +232,22 @@ std::string value_to_toml(const Value& value) {
     }
   };
   return std::visit(Printer{}, value);
+}
+
+Setting setting_from_text(const KeySpec& spec, std::string_view key, std::string_view text,
+                          const ConfigOrigin& origin) {
+  constexpr std::string_view kOption = "backend_options.";
+  if (key.substr(0, kOption.size()) == kOption) {
+    StringTable option{{std::string(key.substr(kOption.size())), std::string(text)}};
+    if (auto complaint = check_value(spec, option)) throw value_error(origin, key, *complaint);
+    return {&spec, option, origin, {}};
+  }
+  auto value = value_from_text(spec, text);
+  if (auto* complaint = std::get_if<std::string>(&value))
+    throw value_error(origin, key, *complaint);
+  if (auto complaint = check_value(spec, std::get<Value>(value)))
+    throw value_error(origin, key, *complaint);
+  return {&spec, std::get<Value>(value), origin, {}};
 }
 
 // ---------------------------------------------------------------- Messages
