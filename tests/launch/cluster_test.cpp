@@ -3,15 +3,10 @@
 // directory, tests/launch/cluster/slurm_cluster.sh) start one accelrun per rank on
 // 127.0.0.1, and they train together. Skips, saying so, where an engine is not installed
 // (scripts/setup installs both) or, for Slurm, without root.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,41 +14,15 @@
 #include <string>
 #include <thread>
 
+#include "shell.hpp"
+
 namespace {
 
-struct ShellRun {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
+using accel_test::count;
+using accel_test::free_port;
+using ShellRun = accel_test::Result;
 
-ShellRun shell(const std::string& command) {
-  ShellRun run;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return run;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+ShellRun shell(const std::string& command) { return accel_test::run(command); }
 
 // mpirun -np 2 on this host, bounded: --oversubscribe for 2-core machines, and as root
 // (CI's containers) --allow-run-as-root.
@@ -77,18 +46,18 @@ TEST_F(OpenMpi, MpirunStartsOneAccelrunPerRankAndTheyTrainAsOne) {
   // `accelrun test`: rendezvous, every collective, and 3 data-parallel SGD steps that
   // must equal the single-process baseline, on each rank.
   const ShellRun run = shell(mpirun("test --cpu --debug"));
-  ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_EQ(count(run.out, "ranks from openmpi"), 2) << run.out;
-  EXPECT_EQ(count(run.out, "machine 0 of 1, 1 worker(s) here"), 2) << run.out;
-  EXPECT_NE(run.out.find("sanity: training ok"), std::string::npos) << run.out;
-  EXPECT_EQ(count(run.out, "Test is a success"), 2) << run.out;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(count(run.output, "ranks from openmpi"), 2) << run.output;
+  EXPECT_EQ(count(run.output, "machine 0 of 1, 1 worker(s) here"), 2) << run.output;
+  EXPECT_NE(run.output.find("sanity: training ok"), std::string::npos) << run.output;
+  EXPECT_EQ(count(run.output, "Test is a success"), 2) << run.output;
 }
 
 TEST_F(OpenMpi, ATrainingLibraryRunsOneWorkerPerRank) {
   const ShellRun run = shell(mpirun("--cpu", "'" TRAIN_LIBRARY "' -- --store"));
-  ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_NE(run.out.find("[rank 0] rank 0 of 2"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("[rank 1] store ok"), std::string::npos) << run.out;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("[rank 0] rank 0 of 2"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("[rank 1] store ok"), std::string::npos) << run.output;
 }
 
 // ------------------------------------------------------------------ Slurm
@@ -106,19 +75,19 @@ class Slurm : public ::testing::Test {
     dir_ = pattern;
     const ShellRun started = shell("'" SLURM_CLUSTER_SCRIPT "' start '" + dir_ + "' " +
                                    std::to_string(free_port()) + " " + std::to_string(free_port()));
-    ASSERT_EQ(started.exit_code, 0) << started.out;
+    ASSERT_EQ(started.exit_code, 0) << started.output;
   }
   void TearDown() override {
     if (dir_.empty()) return;
     const ShellRun stopped = shell("'" SLURM_CLUSTER_SCRIPT "' stop '" + dir_ + "'");
-    EXPECT_EQ(stopped.exit_code, 0) << stopped.out;
+    EXPECT_EQ(stopped.exit_code, 0) << stopped.output;
     EXPECT_FALSE(std::filesystem::exists(dir_)) << dir_ << " left behind";
   }
   std::string slurm(const std::string& command) const {
     return "SLURM_CONF='" + dir_ + "/slurm.conf' " + command;
   }
   std::string job_state(const std::string& job) const {
-    std::string state = shell(slurm("squeue -h -j " + job + " -o %T")).out;
+    std::string state = shell(slurm("squeue -h -j " + job + " -o %T")).output;
     while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
     return state;
   }
@@ -131,10 +100,10 @@ TEST_F(Slurm, SrunStartsOneAccelrunPerTaskAndTheyTrainAsOne) {
   const ShellRun run = shell(slurm("timeout --kill-after=10 240 srun -n 2 -t 3 '" ACCELRUN_BINARY
                                    "' test --cpu --debug" +
                                    kRendezvous + std::to_string(free_port())));
-  ASSERT_EQ(run.exit_code, 0) << run.out;
-  EXPECT_EQ(count(run.out, "ranks from slurm"), 2) << run.out;
-  EXPECT_NE(run.out.find("sanity: training ok"), std::string::npos) << run.out;
-  EXPECT_EQ(count(run.out, "Test is a success"), 2) << run.out;
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(count(run.output, "ranks from slurm"), 2) << run.output;
+  EXPECT_NE(run.output.find("sanity: training ok"), std::string::npos) << run.output;
+  EXPECT_EQ(count(run.output, "Test is a success"), 2) << run.output;
 }
 
 // The two layouts docs/launch.md shows: one accelrun per task, and one per node that
@@ -151,7 +120,7 @@ TEST_F(Slurm, AnSbatchScriptTrainsBothWays) {
   const ShellRun run = shell(slurm("timeout 240 sbatch --wait -o '" + out + "' '" + script + "'"));
   std::ifstream in(out);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  ASSERT_EQ(run.exit_code, 0) << run.out << text;
+  ASSERT_EQ(run.exit_code, 0) << run.output << text;
   EXPECT_EQ(count(text, "[rank 1] store ok"), 2) << text;
   EXPECT_EQ(count(text, "[rank 0] rank 0 of 2"), 2) << text;
 }
@@ -165,8 +134,8 @@ TEST_F(Slurm, ScancelStopsTheJobWithTheExitCodeAndAMessage) {
                         << " '" TRAIN_LIBRARY "' -- --mode hang\n";
   const std::string out = dir_ + "/hang.out";
   const ShellRun submitted = shell(slurm("sbatch --parsable -o '" + out + "' '" + script + "'"));
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
-  const std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string job = submitted.output.substr(0, submitted.output.find_first_of(";\n"));
   auto output = [&] {
     std::ifstream in(out);
     return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -205,7 +174,8 @@ class TwoNamespaces : public ::testing::Test {
         veth_b_ + "; for n in " + a_ + " " + b_ + "; do ip -n $n link set lo up; done; ip -n " +
         a_ + " link set " + veth_a_ + " up; ip -n " + b_ + " link set " + veth_b_ + " up");
     created_ = true;
-    if (made.exit_code != 0) GTEST_SKIP() << "cannot create network namespaces here: " << made.out;
+    if (made.exit_code != 0)
+      GTEST_SKIP() << "cannot create network namespaces here: " << made.output;
   }
   void TearDown() override {
     if (!created_) return;
@@ -228,7 +198,7 @@ TEST_F(TwoNamespaces, TwoMachinesOnRealAddressesTrainToTheOneMachineParameters) 
   const ShellRun one =
       shell("timeout 240 '" ACCELRUN_BINARY "' --cpu --num_processes 2 --main_process_port 0 " +
             training);
-  ASSERT_EQ(one.exit_code, 0) << one.out;
+  ASSERT_EQ(one.exit_code, 0) << one.output;
   const std::string common = " timeout 240 '" ACCELRUN_BINARY
                              "' --cpu --num_machines 2 --num_processes 2 --main_process_ip "
                              "192.0.2.1 --main_process_port 29500 --machine_rank ";
@@ -237,10 +207,10 @@ TEST_F(TwoNamespaces, TwoMachinesOnRealAddressesTrainToTheOneMachineParameters) 
             ".log' 2>&1 & a=$!; ip netns exec " + b_ + common + "1 " + training + " > '" + b_ +
             ".log' 2>&1; b=$?; wait $a; echo \"rc $? $b\"; cat '" + a_ + ".log' '" + b_ +
             ".log'; rm -f '" + a_ + ".log' '" + b_ + ".log'");
-  EXPECT_NE(both.out.find("rc 0 0"), std::string::npos) << both.out;
-  EXPECT_NE(both.out.find("[rank 1] epoch 0: 100%"), std::string::npos) << both.out;
-  EXPECT_FALSE(parameter_hash(one.out).empty()) << one.out;
-  EXPECT_EQ(parameter_hash(both.out), parameter_hash(one.out)) << both.out;
+  EXPECT_NE(both.output.find("rc 0 0"), std::string::npos) << both.output;
+  EXPECT_NE(both.output.find("[rank 1] epoch 0: 100%"), std::string::npos) << both.output;
+  EXPECT_FALSE(parameter_hash(one.output).empty()) << one.output;
+  EXPECT_EQ(parameter_hash(both.output), parameter_hash(one.output)) << both.output;
 }
 
 }  // namespace

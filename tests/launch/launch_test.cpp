@@ -33,12 +33,15 @@
 #include "launch/plan.hpp"
 #include "launch/program.hpp"
 #include "launch/store_port.hpp"
+#include "shell.hpp"
 
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using accel_test::count;
+using accel_test::free_port;
 using Clock = std::chrono::steady_clock;
 
 fs::path scratch_dir() {
@@ -164,35 +167,13 @@ Launcher run(const std::vector<std::string>& args, const std::vector<std::string
   return launcher;
 }
 
-bool wait_for_text(const Launcher& launcher, const std::string& text, int count, int deadline_s) {
+bool wait_for_text(const Launcher& launcher, const std::string& text, int times, int deadline_s) {
   const auto deadline = Clock::now() + std::chrono::seconds(deadline_s);
   while (Clock::now() < deadline) {
-    const std::string out = launcher.text();
-    int found = 0;
-    for (size_t at = out.find(text); at != std::string::npos; at = out.find(text, at + 1)) ++found;
-    if (found >= count) return true;
+    if (count(launcher.text(), text) >= times) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
-}
-
-// A port nobody listens on right now (the kernel's choice; released before use).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 const std::string kLib = TRAIN_LIBRARY;

@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using accel_sdk_test::quoted;
-using accel_sdk_test::Result;
-using accel_sdk_test::run;
+using accel_test::quoted;
+using accel_test::Result;
+using accel_test::run;
 
 class SdkTest : public ::testing::Test {
  protected:
@@ -29,30 +29,38 @@ class SdkTest : public ::testing::Test {
     std::error_code ignored;
     fs::remove_all(root_, ignored);
   }
+  fs::path prefix() const { return root_ / "install"; }
+
+  // Installs this build into prefix(), then configures (with `extra` cmake arguments) and
+  // builds `source` out of tree into `build` against it. Use ASSERT_NO_FATAL_FAILURE.
+  void build_against_install(const fs::path& source, const fs::path& build,
+                             const std::string& extra = "") const {
+    const std::string cmake = ACCEL_CMAKE_COMMAND;
+    Result install =
+        run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " + quoted(prefix()));
+    ASSERT_EQ(install.exit_code, 0) << install.output;
+    ASSERT_TRUE(fs::exists(prefix() / "include/accel/backend.h"));
+    Result configure =
+        run(cmake + " -S " + quoted(source) + " -B " + quoted(build) + " -G '" +
+            ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix()) + extra);
+    ASSERT_EQ(configure.exit_code, 0) << configure.output;
+    Result compile = run(cmake + " --build " + quoted(build));
+    ASSERT_EQ(compile.exit_code, 0) << compile.output;
+  }
+
   fs::path root_;
 };
 
 TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
-  const fs::path prefix = root_ / "install";
+  const fs::path prefix = this->prefix();
   const fs::path build = root_ / "template-build";
-  const std::string cmake = ACCEL_CMAKE_COMMAND;
-
-  Result install =
-      run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " + quoted(prefix));
-  ASSERT_EQ(install.exit_code, 0) << install.output;
-  ASSERT_TRUE(fs::exists(prefix / "include/accel/backend.h"));
-
   // A plugin needs backend.h alone: the package is found without Boost or spdlog.
-  Result configure =
-      run(cmake + " -S " + quoted(ACCEL_TEMPLATE_DIR) + " -B " + quoted(build) + " -G '" +
-          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix) +
-          " -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON");
-  ASSERT_EQ(configure.exit_code, 0) << configure.output;
-  Result compile = run(cmake + " --build " + quoted(build));
-  ASSERT_EQ(compile.exit_code, 0) << compile.output;
+  ASSERT_NO_FATAL_FAILURE(build_against_install(
+      ACCEL_TEMPLATE_DIR, build,
+      " -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON -DCMAKE_DISABLE_FIND_PACKAGE_spdlog=ON"));
 
   const fs::path plugin = build / "libbackend_template.so";
-  ASSERT_TRUE(fs::exists(plugin)) << compile.output;
+  ASSERT_TRUE(fs::exists(plugin)) << plugin << " was not built";
   Result exports = run("nm -D --defined-only " + quoted(plugin));
   EXPECT_EQ(exports.output, std::string(exports.output.substr(0, exports.output.find('\n') + 1)))
       << "the template exports more than its entry symbol:\n"
@@ -89,20 +97,11 @@ TEST_F(SdkTest, TemplatePluginBuildsAgainstInstalledSdkAndPassesCheck) {
 // SDK (find_package(Accel COMPONENTS runtime), accel_add_training_program) and trained by
 // the installed accelrun on 2 processes.
 TEST_F(SdkTest, TrainingTemplateBuildsAndTrainsFromTheInstalledPrefix) {
-  const fs::path prefix = root_ / "install";
+  const fs::path prefix = this->prefix();
   const fs::path build = root_ / "train-build";
-  const std::string cmake = ACCEL_CMAKE_COMMAND;
-  Result install =
-      run(cmake + " --install " + quoted(ACCEL_BINARY_DIR) + " --prefix " + quoted(prefix));
-  ASSERT_EQ(install.exit_code, 0) << install.output;
-  Result configure =
-      run(cmake + " -S " + quoted(ACCEL_TRAINING_TEMPLATE_DIR) + " -B " + quoted(build) + " -G '" +
-          ACCEL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=" + quoted(prefix));
-  ASSERT_EQ(configure.exit_code, 0) << configure.output;
-  Result compile = run(cmake + " --build " + quoted(build));
-  ASSERT_EQ(compile.exit_code, 0) << compile.output;
+  ASSERT_NO_FATAL_FAILURE(build_against_install(ACCEL_TRAINING_TEMPLATE_DIR, build));
   const fs::path program = build / "train.so";
-  ASSERT_TRUE(fs::exists(program)) << compile.output;
+  ASSERT_TRUE(fs::exists(program)) << program << " was not built";
   Result exports = run("nm -D --defined-only " + quoted(program));
   EXPECT_EQ(exports.output.find('\n'), exports.output.size() - 1)
       << "train.so exports more than its entry symbol:\n"

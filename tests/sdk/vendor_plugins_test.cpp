@@ -16,9 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using accel_sdk_test::quoted;
-using accel_sdk_test::Result;
-using accel_sdk_test::run;
+using accel_test::quoted;
+using accel_test::Result;
+using accel_test::run;
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
